@@ -1,0 +1,33 @@
+# fluid-hw: the two commands of the README, each doing its own set-up.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint proto bench clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/fluid-hw demo
+
+test: $(STAMP)
+	$(BIN)/ruff check fluid_hw tests benchmarks
+	$(BIN)/pytest -q -n 2 tests
+
+lint: $(STAMP)
+	$(BIN)/ruff check fluid_hw tests benchmarks
+
+# Regenerate the protobuf module from fluid_hw/ir/framework.proto (committed).
+proto: $(STAMP)
+	$(BIN)/python -m fluid_hw.ir.gen_proto
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_cpu_executor.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

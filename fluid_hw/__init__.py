@@ -1,0 +1,33 @@
+"""fluid-hw: a Fluid-style deep-learning compiler from one model to CPU, GPU,
+cluster and FPGA hardware.
+
+The names here follow PaddlePaddle Fluid 1.x so its users feel at home::
+
+    import fluid_hw as fluid
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[64])
+        y = fluid.layers.fc(x, size=10, act="softmax")
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+"""
+
+from . import errors, ir
+from .backends.cpu import CPUPlace, CUDAPlace, Executor
+from .frontend import debugger, initializer, io, layers
+from .frontend.layer_helper import LayerHelper
+from .frontend.param_attr import ParamAttr
+from .ir import unique_name
+from .ir.default_programs import default_main_program, default_startup_program, program_guard
+from .ir.lod import LoDTensor, create_lod_tensor
+from .ir.program import Block, Operator, Parameter, Program, Variable
+from .ir.scope import Scope, global_scope, scope_guard
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Block", "CPUPlace", "CUDAPlace", "Executor", "LayerHelper", "LoDTensor", "Operator",
+    "ParamAttr", "Parameter", "Program", "Scope", "Variable", "create_lod_tensor", "debugger",
+    "default_main_program", "default_startup_program", "errors", "global_scope", "initializer",
+    "io", "ir", "layers", "program_guard", "scope_guard", "unique_name",
+]

@@ -1,0 +1,1 @@
+"""Back ends: each runs (or compiles) the same ProgramDesc."""

@@ -1,0 +1,133 @@
+"""What a CPU kernel sees: one prepared op, bound to the scope of the current run."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...errors import ExecutionError
+from ...ir import dtypes
+from ...ir.lod import LoDTensor
+
+if TYPE_CHECKING:
+    from ...ir.program import Operator
+    from ...ir.scope import Scope
+
+#: check every kernel output against its variable's declared dtype and shape
+CHECK_KERNELS = os.environ.get("FLUID_HW_CHECK_KERNELS", "") not in ("", "0")
+
+
+class KernelContext:
+    """Prepared once per op; ``scope`` is rebound on every run.
+
+    Kernels read ``ctx.input("X")`` (a numpy array; LoD tensors unwrapped),
+    ``ctx.attrs[...]`` and write ``ctx.set_output("Out", array)``.  ``ctx.xp`` is
+    the array module (numpy here) so kernels can be shared with other back ends.
+    """
+
+    xp = np
+
+    def __init__(self, op: Operator, index: int, executor: Any = None) -> None:
+        self.op = op
+        self.op_type = op.type
+        self.op_index = index
+        self.block_idx = op.block.idx
+        self.attrs: dict[str, Any] = op.all_attrs()
+        self.in_names: dict[str, list[str]] = op.inputs
+        self.out_names: dict[str, list[str]] = op.outputs
+        self.executor = executor
+        self.scope: Scope = None  # type: ignore[assignment]
+        self.step = 0  # how many times this op ran: varies random streams across runs
+        self._out_info: dict[str, tuple[np.dtype | None, tuple[int, ...]]] = {}
+        for names in self.out_names.values():
+            for n in names:
+                v = op.block._find_var_recursive(n)
+                if v is not None:
+                    dt = dtypes.to_numpy(v.dtype) if v.dtype in dtypes.TENSOR_DTYPES else None
+                    self._out_info[n] = (dt, v.shape)
+
+    # -- inputs --------------------------------------------------------
+    def _lookup(self, name: str) -> Any:
+        v = self.scope.vars.get(name)
+        if v is None:
+            v = self.scope.find_value(name)
+            if v is None:
+                raise ExecutionError(
+                    f"op {self.op_type} #{self.op_index}: input {name!r} has no value; "
+                    "feed it, or run the startup program to initialise parameters"
+                )
+        return v
+
+    def has_input(self, slot: str) -> bool:
+        return bool(self.in_names.get(slot))
+
+    def input_value(self, slot: str, i: int = 0) -> Any:
+        """The raw scope value (LoDTensor, list for tensor arrays...)."""
+        return self._lookup(self.in_names[slot][i])
+
+    def input(self, slot: str, i: int = 0) -> np.ndarray:
+        v = self._lookup(self.in_names[slot][i])
+        return v.data if isinstance(v, LoDTensor) else v
+
+    def inputs(self, slot: str) -> list[np.ndarray]:
+        out = []
+        for n in self.in_names.get(slot, ()):
+            v = self._lookup(n)
+            out.append(v.data if isinstance(v, LoDTensor) else v)
+        return out
+
+    def input_lod(self, slot: str, i: int = 0) -> list[list[int]]:
+        v = self._lookup(self.in_names[slot][i])
+        return v.lod() if isinstance(v, LoDTensor) else []
+
+    def attr(self, name: str) -> Any:
+        return self.attrs[name]
+
+    # -- outputs -------------------------------------------------------
+    def has_output(self, slot: str) -> bool:
+        return bool(self.out_names.get(slot))
+
+    def output_dtype(self, slot: str, i: int = 0) -> np.dtype:
+        dt = self._out_info[self.out_names[slot][i]][0]
+        assert dt is not None
+        return dt
+
+    def set_output(self, slot: str, value: Any, i: int = 0,
+                   lod: list[list[int]] | None = None) -> None:
+        names = self.out_names.get(slot)
+        if not names:
+            return  # optional output not requested
+        name = names[i]
+        if CHECK_KERNELS:
+            self._check_output(name, value)
+        self.scope.vars[name] = LoDTensor(value, lod) if lod else value
+
+    def set_outputs(self, slot: str, values: list[Any]) -> None:
+        for i, v in enumerate(values):
+            self.set_output(slot, v, i)
+
+    def _check_output(self, name: str, value: Any) -> None:
+        info = self._out_info.get(name)
+        if info is None or not isinstance(value, np.ndarray):
+            return
+        dt, shape = info
+        where = f"op {self.op_type} #{self.op_index}: output {name!r}"
+        if dt is not None and value.dtype != dt:
+            raise ExecutionError(f"{where}: kernel produced {value.dtype}, declared {dt}")
+        if len(shape) != value.ndim or any(
+            d != -1 and d != s for d, s in zip(shape, value.shape)
+        ):
+            raise ExecutionError(f"{where}: kernel produced shape {list(value.shape)}, "
+                                 f"declared {list(shape)}")
+
+    # -- randomness ----------------------------------------------------
+    def rng(self) -> np.random.Generator:
+        """A generator for this op: deterministic when the op's ``seed`` attr is set
+        (different for each op and each run), else drawn from the executor's."""
+        seed = self.attrs.get("seed", 0)
+        if seed:
+            return np.random.default_rng([int(seed) & 0xFFFFFFFF, self.block_idx,
+                                          self.op_index, self.step])
+        return self.executor.rng if self.executor is not None else np.random.default_rng()

@@ -1,0 +1,241 @@
+"""The CPU reference executor: runs a block op by op with numpy kernels.
+
+It is the specification of every op: other back ends are tested against it.
+A program is verified and its ops bound to kernels once per program version
+(:meth:`Executor.prepare`); :meth:`Executor.run` then only moves data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...errors import ExecutionError, FeedError, FetchError, FluidError
+from ...ir import dtypes
+from ...ir.default_programs import default_main_program
+from ...ir.lod import LoDTensor, check_lod
+from ...ir.program import Block, Program, Variable, VarType
+from ...ir.verifier import verify_program
+from .context import KernelContext
+from .kernels import get_kernel
+from .place import CPUPlace
+from ...ir.scope import Scope, global_scope
+
+
+@dataclass
+class PreparedBlock:
+    """A block's ops bound to kernels, ready to run in any scope."""
+
+    block: Block
+    ops: list[tuple[Any, KernelContext]]
+    random_ctxs: list[KernelContext] = field(default_factory=list)
+    runs: int = 0
+
+
+def prepare_block(block: Block, executor: Any = None) -> PreparedBlock:
+    ops = []
+    rand = []
+    for i, op in enumerate(block.ops):
+        try:
+            fn = get_kernel(op.type)
+        except FluidError as e:
+            raise ExecutionError(f"block {block.idx}, op #{i} ({op.type}): {e}") from None
+        ctx = KernelContext(op, i, executor)
+        ops.append((fn, ctx))
+        if "seed" in ctx.attrs:
+            rand.append(ctx)
+    return PreparedBlock(block, ops, rand)
+
+
+def run_prepared_block(pb_: PreparedBlock, scope: Scope) -> None:
+    """Run every op of a prepared block in ``scope``; wrap kernel failures."""
+    for c in pb_.random_ctxs:
+        c.step = pb_.runs
+    pb_.runs += 1
+    ctx = None
+    try:
+        for fn, ctx in pb_.ops:
+            ctx.scope = scope
+            fn(ctx)
+    except ExecutionError:
+        raise
+    except (Exception, MemoryError) as e:  # noqa: BLE001 - every failure gets the op's name
+        assert ctx is not None
+        outs = ", ".join(ctx.op.output_arg_names) or "none"
+        raise ExecutionError(
+            f"op {ctx.op_type} #{ctx.op_index} in block {ctx.block_idx} (outputs: {outs}) "
+            f"failed: {type(e).__name__}: {e}"
+        ) from e
+
+
+@dataclass
+class _Prepared:
+    source: Program
+    version: int
+    program: Program
+    main: PreparedBlock
+    feed_vars: list[Variable]
+    fetch_names: list[str]
+    persistable_fetch: list[bool]
+
+
+class Executor:
+    """Fluid's ``Executor``: ``exe.run(program, feed={...}, fetch_list=[...])``."""
+
+    def __init__(self, place: Any = None, seed: int | None = None) -> None:
+        self.place = place if place is not None else CPUPlace()
+        self.rng = np.random.default_rng(seed)
+        self._cache: dict[tuple[Any, ...], _Prepared] = {}
+
+    def close(self) -> None:
+        self._cache.clear()
+
+    # -- preparation ---------------------------------------------------
+    def prepare(self, program: Program, feed_names: Sequence[str], fetch_names: Sequence[str],
+                feed_var_name: str = "feed", fetch_var_name: str = "fetch") -> _Prepared:
+        key = (id(program), tuple(feed_names), tuple(fetch_names), feed_var_name, fetch_var_name)
+        hit = self._cache.get(key)
+        if hit is not None and hit.source is program and hit.version == program._version:
+            return hit
+        try:
+            verify_program(program)
+        except FluidError as e:
+            raise ExecutionError(f"program cannot run: {e}") from None
+        gb = program.global_block()
+        feed_vars = []
+        for n in feed_names:
+            v = gb._find_var_recursive(n)
+            if v is None:
+                data = [v.name for v in gb.vars.values() if not v.persistable][:20]
+                raise FeedError(f"feed {n!r} is not a variable of the program; "
+                                f"its non-persistable variables are: {', '.join(data)}")
+            feed_vars.append(v)
+        persist = []
+        for n in fetch_names:
+            v = gb._find_var_recursive(n)
+            if v is None:
+                raise FetchError(f"fetch target {n!r} is not a variable of the program's "
+                                 "global block")
+            persist.append(v.persistable)
+        run_prog = _with_feed_fetch(program, list(feed_names), list(fetch_names),
+                                    feed_var_name, fetch_var_name)
+        prepared = _Prepared(program, program._version, run_prog,
+                             prepare_block(run_prog.global_block(), self), feed_vars,
+                             list(fetch_names), persist)
+        self._cache[key] = prepared
+        return prepared
+
+    # -- running -------------------------------------------------------
+    def run(
+        self,
+        program: Program | None = None,
+        feed: Mapping[str, Any] | None = None,
+        fetch_list: Sequence[Any] | None = None,
+        feed_var_name: str = "feed",
+        fetch_var_name: str = "fetch",
+        scope: Scope | None = None,
+        return_numpy: bool = True,
+        use_program_cache: bool = True,
+    ) -> list[Any]:
+        if program is None:
+            program = default_main_program()
+        if not isinstance(program, Program):
+            raise ExecutionError(f"Executor.run expects a Program, got {type(program).__name__}")
+        feed = dict(feed or {})
+        fetch_names = [_target_name(f) for f in (fetch_list or [])]
+        if scope is None:
+            scope = global_scope()
+        if not use_program_cache:
+            self._cache.clear()
+        prep = self.prepare(program, list(feed), fetch_names, feed_var_name, fetch_var_name)
+        scope.vars[feed_var_name] = [
+            _check_feed(v, feed[v.name]) for v in prep.feed_vars
+        ]
+        scope.vars[fetch_var_name] = [None] * len(fetch_names)
+        run_prepared_block(prep.main, scope)
+        results = scope.vars[fetch_var_name]
+        out: list[Any] = []
+        for name, val, persist in zip(fetch_names, results, prep.persistable_fetch):
+            if val is None:
+                raise FetchError(f"fetch target {name!r} was never computed")
+            if return_numpy:
+                arr = val.data if isinstance(val, LoDTensor) else np.asarray(val)
+                out.append(arr.copy() if persist else arr)
+            else:
+                out.append(val if isinstance(val, LoDTensor) else LoDTensor(val))
+        return out
+
+
+def _target_name(t: Any) -> str:
+    if isinstance(t, str):
+        return t
+    if isinstance(t, Variable):
+        return t.name
+    raise FetchError(f"fetch_list entries must be Variables or names, got {t!r}")
+
+
+def _with_feed_fetch(program: Program, feed_names: list[str], fetch_names: list[str],
+                     feed_var: str, fetch_var: str) -> Program:
+    """A copy of ``program`` with feed ops in front and fetch ops at the end.
+
+    A program that already feeds and fetches exactly these names (a loaded
+    inference model) is run as it is.
+    """
+    gb = program.global_block()
+    have_feed = {op.output("Out")[0]: op.attr("col") for op in gb.ops if op.type == "feed"}
+    have_fetch = {op.input("X")[0]: op.attr("col") for op in gb.ops if op.type == "fetch"}
+    if (have_feed or have_fetch) and (
+        have_feed == {n: i for i, n in enumerate(feed_names)}
+        and have_fetch == {n: i for i, n in enumerate(fetch_names)}
+    ):
+        return program
+    p = program.clone()
+    b = p.global_block()
+    for i in reversed([i for i, op in enumerate(b.ops) if op.type in ("feed", "fetch")]):
+        b._remove_op(i)
+    fv = b.create_var(name=feed_var, type=VarType.FEED_MINIBATCH, persistable=True)
+    tv = b.create_var(name=fetch_var, type=VarType.FETCH_LIST, persistable=True)
+    for i, n in enumerate(feed_names):
+        b._insert_op(i, "feed", {"X": fv}, {"Out": n}, {"col": i}, infer_shape=False)
+    for i, n in enumerate(fetch_names):
+        b.append_op("fetch", {"X": n}, {"Out": tv}, {"col": i}, infer_shape=False)
+    return p
+
+
+def _check_feed(var: Variable, value: Any) -> Any:
+    """Validate a fed value against its variable; return what goes into the scope."""
+    lod: list[list[int]] = []
+    if isinstance(value, LoDTensor):
+        lod = value.lod()
+        arr = value.data
+        if arr is None:
+            raise FeedError(f"feed {var.name!r}: the LoDTensor holds no data")
+    else:
+        try:
+            arr = np.asarray(value)
+        except (ValueError, TypeError) as e:
+            raise FeedError(f"feed {var.name!r}: cannot convert {type(value).__name__} "
+                            f"to an array ({e})") from None
+    if var.dtype in dtypes.TENSOR_DTYPES:
+        want = dtypes.to_numpy(var.dtype)
+        if arr.dtype != want:
+            raise FeedError(f"feed {var.name!r}: got {arr.dtype} data, the variable is {want}; "
+                            f"convert it with .astype('{want}')")
+        shape = var.shape
+        if shape and (len(shape) != arr.ndim or any(
+                d != -1 and d != s for d, s in zip(shape, arr.shape))):
+            raise FeedError(f"feed {var.name!r}: got shape {list(arr.shape)}, the variable "
+                            f"is declared {list(shape)} (-1 = any)")
+    if var.lod_level and not lod:
+        raise FeedError(f"feed {var.name!r}: the variable has lod_level {var.lod_level}; "
+                        "feed a LoDTensor (fluid_hw.create_lod_tensor)")
+    if lod:
+        if var.lod_level and len(lod) != var.lod_level:
+            raise FeedError(f"feed {var.name!r}: got {len(lod)} LoD level(s), the variable "
+                            f"has lod_level {var.lod_level}")
+        check_lod(lod, arr.shape[0], f"feed {var.name!r}")
+        return LoDTensor(arr, lod)
+    return arr

@@ -1,0 +1,65 @@
+"""CPU kernel registry: one numpy function per op type, found by name."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ....errors import UnknownOpError
+
+if TYPE_CHECKING:
+    from ..context import KernelContext
+
+Kernel = Callable[["KernelContext"], None]
+_KERNELS: dict[str, Kernel] = {}
+
+
+def register_kernel(*op_types: str) -> Callable[[Kernel], Kernel]:
+    """``@register_kernel("relu")`` registers the function as relu's CPU kernel."""
+
+    def deco(fn: Kernel) -> Kernel:
+        for t in op_types:
+            if t in _KERNELS:
+                raise ValueError(f"CPU kernel for {t!r} registered twice")
+            _KERNELS[t] = fn
+        return fn
+
+    return deco
+
+
+def get_kernel(op_type: str) -> Kernel:
+    _load()
+    try:
+        return _KERNELS[op_type]
+    except KeyError:
+        close = difflib.get_close_matches(op_type, _KERNELS, n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise UnknownOpError(
+            f"the CPU back end has no kernel for op {op_type!r}.{hint} "
+            f"Ops with CPU kernels: {', '.join(sorted(_KERNELS))}"
+        ) from None
+
+
+def all_kernels() -> dict[str, Kernel]:
+    _load()
+    return dict(_KERNELS)
+
+
+_loaded = False
+
+
+def _load() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        from . import (  # noqa: F401
+            activation,
+            elementwise,
+            feed_fetch,
+            loss,
+            math,
+            nn,
+            random,
+            tensor,
+        )

@@ -1,0 +1,286 @@
+"""The op registry: every op type is an :class:`OpDef`, a piece of data.
+
+An OpDef declares its input/output slots, its attribute schema, shape and dtype
+inference and an optional extra verifier.  Back ends register kernels against
+the same op type in their own registries; nothing dispatches on ``op.type``
+with if/else chains.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import OpAttrError, ShapeError, UnknownOpError
+from . import attrs as _attrs
+from . import dtypes
+
+if TYPE_CHECKING:
+    from .program import Operator, Variable
+
+REQUIRED: Any = object()  # marker: attribute has no default
+
+
+@dataclass(frozen=True)
+class Slot:
+    """An input or output slot of an op (``X``, ``Out``...)."""
+
+    name: str
+    duplicable: bool = False  # takes a list of variables
+    dispensable: bool = False  # may be absent
+    intermediate: bool = False  # e.g. XShape: produced for the backward pass only
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Attr:
+    """An attribute in an op's schema."""
+
+    name: str
+    kind: str  # one of attrs.KINDS
+    default: Any = REQUIRED
+    allowed: tuple[Any, ...] | None = None
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in _attrs.KINDS:
+            raise ValueError(f"attr {self.name}: unknown kind {self.kind!r}")
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+
+InferFn = Callable[["InferContext"], None]
+VerifyFn = Callable[["Operator"], None]
+
+
+@dataclass
+class OpDef:
+    """Definition of one op type."""
+
+    type: str
+    inputs: Sequence[Slot] = ()
+    outputs: Sequence[Slot] = ()
+    attrs: Sequence[Attr] = ()
+    infer: InferFn | None = None
+    verify: VerifyFn | None = None
+    doc: str = ""
+    #: gradient maker (added by the training issue); None: op has no gradient
+    grad: Any = None
+    _attr_map: dict[str, Attr] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.inputs = tuple(self.inputs)
+        self.outputs = tuple(self.outputs)
+        self.attrs = tuple(self.attrs)
+        self._attr_map = {a.name: a for a in self.attrs}
+
+    def input_slot(self, name: str) -> Slot | None:
+        return next((s for s in self.inputs if s.name == name), None)
+
+    def output_slot(self, name: str) -> Slot | None:
+        return next((s for s in self.outputs if s.name == name), None)
+
+    def attr_def(self, name: str) -> Attr | None:
+        return self._attr_map.get(name)
+
+    def complete_attrs(self, given: dict[str, Any]) -> dict[str, Any]:
+        """Check ``given`` against the schema and fill in defaults.
+
+        Raises :class:`OpAttrError` naming the op and the attribute.
+        """
+        out: dict[str, Any] = {}
+        for name, value in given.items():
+            a = self._attr_map.get(name)
+            if a is None:
+                if name.startswith("op_") or name.startswith("_"):
+                    out[name] = value  # free-form annotations (op_role, ...)
+                    continue
+                known = ", ".join(sorted(self._attr_map)) or "none"
+                raise OpAttrError(f"op {self.type}: unknown attribute {name!r} (known: {known})")
+            if value is None and not a.required:
+                value = a.default
+            if not _attrs.check_value(a.kind, value):
+                raise OpAttrError(
+                    f"op {self.type}: attribute {name!r} must be {a.kind}, got {value!r}"
+                )
+            if a.allowed is not None and value not in a.allowed:
+                raise OpAttrError(
+                    f"op {self.type}: attribute {name!r} is {value!r}; "
+                    f"allowed values: {list(a.allowed)}"
+                )
+            out[name] = value
+        for a in self.attrs:
+            if a.name not in out:
+                if a.required:
+                    raise OpAttrError(f"op {self.type}: required attribute {a.name!r} is missing")
+                out[a.name] = a.default
+        return out
+
+
+_REGISTRY: dict[str, OpDef] = {}
+
+
+def register_op(opdef: OpDef) -> OpDef:
+    """Add an op definition; registering a type twice is a programming error."""
+    if opdef.type in _REGISTRY:
+        raise ValueError(f"op {opdef.type!r} registered twice")
+    _REGISTRY[opdef.type] = opdef
+    return opdef
+
+
+def define_op(
+    type: str,
+    inputs: Iterable[Slot | str] = (),
+    outputs: Iterable[Slot | str] = (),
+    attrs: Iterable[Attr] = (),
+    doc: str = "",
+    **kw: Any,
+) -> Callable[[InferFn], InferFn]:
+    """Decorator form: ``@define_op("relu", ["X"], ["Out"])`` over the infer function."""
+
+    def deco(fn: InferFn) -> InferFn:
+        register_op(
+            OpDef(
+                type,
+                tuple(s if isinstance(s, Slot) else Slot(s) for s in inputs),
+                tuple(s if isinstance(s, Slot) else Slot(s) for s in outputs),
+                tuple(attrs),
+                infer=fn,
+                doc=doc or (fn.__doc__ or ""),
+                **kw,
+            )
+        )
+        return fn
+
+    return deco
+
+
+def get_op(type: str) -> OpDef:
+    """The definition of op ``type``; an unknown type lists the known ones."""
+    _load_builtin_ops()
+    try:
+        return _REGISTRY[type]
+    except KeyError:
+        close = difflib.get_close_matches(type, _REGISTRY, n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise UnknownOpError(
+            f"unknown op type {type!r}.{hint} Known ops: {', '.join(sorted(_REGISTRY))}"
+        ) from None
+
+
+def has_op(type: str) -> bool:
+    _load_builtin_ops()
+    return type in _REGISTRY
+
+
+def all_ops() -> dict[str, OpDef]:
+    _load_builtin_ops()
+    return dict(_REGISTRY)
+
+
+_loaded = False
+
+
+def _load_builtin_ops() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        from . import ops  # noqa: F401  (registers the built-in op definitions)
+
+
+class InferContext:
+    """What an op's infer function sees: its input vars, attrs, and a way to set outputs."""
+
+    def __init__(self, op: Operator, opdef: OpDef):
+        self.op = op
+        self.opdef = opdef
+
+    # -- inputs --------------------------------------------------------
+    def has_input(self, slot: str) -> bool:
+        return bool(self.op.input(slot))
+
+    def has_output(self, slot: str) -> bool:
+        return bool(self.op.output(slot))
+
+    def input_count(self, slot: str) -> int:
+        return len(self.op.input(slot))
+
+    def input_var(self, slot: str, i: int = 0) -> Variable:
+        names = self.op.input(slot)
+        if i >= len(names):
+            self.fail(f"input slot {slot!r} needs at least {i + 1} variable(s)")
+        return self.op.block._var_recursive(names[i])
+
+    def input_vars(self, slot: str) -> list[Variable]:
+        return [self.op.block._var_recursive(n) for n in self.op.input(slot)]
+
+    def input_shape(self, slot: str, i: int = 0) -> list[int]:
+        return list(self.input_var(slot, i).shape)
+
+    def input_dtype(self, slot: str, i: int = 0) -> int:
+        return self.input_var(slot, i).dtype
+
+    def attr(self, name: str) -> Any:
+        return self.op.attr(name)
+
+    # -- outputs -------------------------------------------------------
+    def set_output(
+        self,
+        slot: str,
+        shape: Sequence[int] | None,
+        dtype: Any = None,
+        i: int = 0,
+        lod_level: int | None = None,
+    ) -> None:
+        names = self.op.output(slot)
+        if i >= len(names):
+            if self.opdef.output_slot(slot) and (
+                self.opdef.output_slot(slot).dispensable  # type: ignore[union-attr]
+                or self.opdef.output_slot(slot).intermediate  # type: ignore[union-attr]
+            ):
+                return
+            self.fail(f"output slot {slot!r} has no variable #{i}")
+        var = self.op.block._var_recursive(names[i])
+        if shape is not None:
+            var.desc_shape = [int(d) for d in shape]
+        if dtype is not None:
+            var.dtype = dtypes.to_enum(dtype)
+        if lod_level is not None:
+            var.lod_level = lod_level
+
+    def share(self, in_slot: str, out_slot: str, i: int = 0, lod: bool = True) -> None:
+        """Output ``out_slot`` gets the shape, dtype (and lod level) of ``in_slot``."""
+        v = self.input_var(in_slot, i)
+        self.set_output(out_slot, v.shape, v.dtype, i, v.lod_level if lod else None)
+
+    # -- errors --------------------------------------------------------
+    def describe_inputs(self) -> str:
+        parts = []
+        for slot in self.op.input_names:
+            for n in self.op.input(slot):
+                v = self.op.block._find_var_recursive(n)
+                shape = list(v.shape) if v is not None else "?"
+                parts.append(f"{slot}={n!r} {shape}")
+        return ", ".join(parts)
+
+    def fail(self, msg: str) -> None:
+        outs = ", ".join(self.op.output_arg_names) or "no outputs"
+        raise ShapeError(f"op {self.op.type} (-> {outs}): {msg}. Inputs: {self.describe_inputs()}")
+
+    def check(self, cond: bool, msg: str) -> None:
+        if not cond:
+            self.fail(msg)
+
+
+def check_attr_for_op(opdef: OpDef, name: str, value: Any) -> str:
+    """The attribute kind to store ``name`` with, checking it against the schema."""
+    a = opdef.attr_def(name)
+    if a is None:
+        return _attrs.guess_kind(value)
+    if not _attrs.check_value(a.kind, value):
+        raise OpAttrError(f"op {opdef.type}: attribute {name!r} must be {a.kind}, got {value!r}")
+    return a.kind
