@@ -78,6 +78,13 @@ class KernelContext:
             out.append(v.data if isinstance(v, LoDTensor) else v)
         return out
 
+    def input_with_lod(self, slot: str, i: int = 0) -> tuple[np.ndarray, list[list[int]] | None]:
+        """The array and its LoD (None when it has none), in one lookup."""
+        v = self._lookup(self.in_names[slot][i])
+        if isinstance(v, LoDTensor):
+            return v.data, (v._lod or None)
+        return v, None
+
     def input_lod(self, slot: str, i: int = 0) -> list[list[int]]:
         v = self._lookup(self.in_names[slot][i])
         return v.lod() if isinstance(v, LoDTensor) else []

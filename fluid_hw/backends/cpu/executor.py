@@ -71,13 +71,28 @@ def run_prepared_block(pb_: PreparedBlock, scope: Scope) -> None:
         ) from e
 
 
+@dataclass(frozen=True)
+class FeedTarget:
+    """What a fed value is checked against (read from the var desc once)."""
+
+    name: str
+    dtype: np.dtype | None
+    shape: tuple[int, ...]
+    lod_level: int
+
+    @staticmethod
+    def of(var: Variable) -> FeedTarget:
+        dt = dtypes.to_numpy(var.dtype) if var.dtype in dtypes.TENSOR_DTYPES else None
+        return FeedTarget(var.name, dt, tuple(var.shape), var.lod_level)
+
+
 @dataclass
 class _Prepared:
     source: Program
     version: int
     program: Program
     main: PreparedBlock
-    feed_vars: list[Variable]
+    feed_vars: list[FeedTarget]
     fetch_names: list[str]
     persistable_fetch: list[bool]
 
@@ -112,7 +127,7 @@ class Executor:
                 data = [v.name for v in gb.vars.values() if not v.persistable][:20]
                 raise FeedError(f"feed {n!r} is not a variable of the program; "
                                 f"its non-persistable variables are: {', '.join(data)}")
-            feed_vars.append(v)
+            feed_vars.append(FeedTarget.of(v))
         persist = []
         for n in fetch_names:
             v = gb._find_var_recursive(n)
@@ -205,7 +220,7 @@ def _with_feed_fetch(program: Program, feed_names: list[str], fetch_names: list[
     return p
 
 
-def _check_feed(var: Variable, value: Any) -> Any:
+def _check_feed(var: FeedTarget, value: Any) -> Any:
     """Validate a fed value against its variable; return what goes into the scope."""
     lod: list[list[int]] = []
     if isinstance(value, LoDTensor):
@@ -219,8 +234,8 @@ def _check_feed(var: Variable, value: Any) -> Any:
         except (ValueError, TypeError) as e:
             raise FeedError(f"feed {var.name!r}: cannot convert {type(value).__name__} "
                             f"to an array ({e})") from None
-    if var.dtype in dtypes.TENSOR_DTYPES:
-        want = dtypes.to_numpy(var.dtype)
+    want = var.dtype
+    if want is not None:
         if arr.dtype != want:
             raise FeedError(f"feed {var.name!r}: got {arr.dtype} data, the variable is {want}; "
                             f"convert it with .astype('{want}')")

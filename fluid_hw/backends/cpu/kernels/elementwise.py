@@ -36,8 +36,9 @@ _FUNCS = {
 
 def _make(fn):  # type: ignore[no-untyped-def]
     def kernel(ctx: KernelContext) -> None:
-        x, y = broadcast_pair(ctx.input("X"), ctx.input("Y"), ctx.attrs["axis"])
-        ctx.set_output("Out", fn(x, y), lod=ctx.input_lod("X") or None)
+        x, lod = ctx.input_with_lod("X")
+        x, y = broadcast_pair(x, ctx.input("Y"), ctx.attrs["axis"])
+        ctx.set_output("Out", fn(x, y), lod=lod)
 
     return kernel
 

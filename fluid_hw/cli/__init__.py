@@ -1,0 +1,1 @@
+"""The ``fluid-hw`` command.  Nothing imports this package."""

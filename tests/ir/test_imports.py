@@ -1,0 +1,100 @@
+"""Imports point toward the leaves, as the table in shared/DESIGN.md decides."""
+
+import ast
+from pathlib import Path
+
+import fluid_hw
+
+ROOT = Path(fluid_hw.__file__).resolve().parent
+
+# subpackage -> subpackages it may import (besides itself and `errors`)
+ALLOWED: dict[str, set[str]] = {
+    "errors": set(),
+    "ir": set(),
+    "frontend": {"ir"},
+    "passes": {"ir"},
+    "backends.cpu": {"ir", "passes"},
+    "backends.cuda": {"ir", "passes", "backends.cpu"},
+    "backends.cluster": {"ir", "passes", "backends.cpu"},
+    "rtl": set(),
+    "hls": {"ir", "rtl"},
+    "sim": {"rtl"},
+    "drivers": {"ir", "backends.cpu", "sim"},
+    "boards": set(),
+    "backends.fpga": {"ir", "passes", "backends.cpu", "rtl", "hls", "sim", "drivers", "boards",
+                      "frontend"},
+    "cli": {"*"},
+    "backends": set(),  # the namespace package itself
+    # top-level modules that re-export Fluid names
+    "__init__": {"*"},
+    "debugger": {"frontend"},
+}
+
+
+def unit_of(module: str) -> str:
+    parts = module.split(".")[1:]  # drop "fluid_hw"
+    if not parts:
+        return "__init__"
+    if parts[0] == "backends" and len(parts) > 1:
+        return f"backends.{parts[1]}"
+    return parts[0]
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def imported_modules(path: Path) -> list[str]:
+    mod = module_name(path)
+    pkg = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+                if node.module is None:
+                    out += [f"{target}.{a.name}" for a in node.names]
+                else:
+                    out.append(target)
+            elif node.module:
+                out.append(node.module)
+    return [m for m in out if m == "fluid_hw" or m.startswith("fluid_hw.")]
+
+
+def violations() -> list[str]:
+    bad = []
+    for path in sorted(ROOT.rglob("*.py")):
+        me = module_name(path)
+        src = unit_of(me) if me != "fluid_hw" else "__init__"
+        allowed = ALLOWED.get(src)
+        assert allowed is not None, f"{me}: unit {src!r} missing from the import table"
+        for target in imported_modules(path):
+            dst = unit_of(target) if target != "fluid_hw" else "__init__"
+            if dst in (src, "errors"):
+                continue
+            if dst == "cli":
+                bad.append(f"{me} imports {target}: nothing may import the CLI")
+            elif "*" not in allowed and dst not in allowed:
+                bad.append(f"{me} ({src}) imports {target} ({dst})")
+    return bad
+
+
+def test_import_direction():
+    assert violations() == []
+
+
+def test_checker_catches_a_violation(tmp_path, monkeypatch):
+    # the walker itself must see relative imports
+    f = ROOT / "ir" / "program.py"
+    mods = imported_modules(f)
+    assert "fluid_hw.ir.registry" in mods and "fluid_hw.errors" in mods
+    assert unit_of("fluid_hw.frontend.layers.nn") == "frontend"
+    assert unit_of("fluid_hw.backends.cpu.executor") == "backends.cpu"
