@@ -5,9 +5,9 @@ import os
 os.environ.setdefault("FLUID_HW_CHECK_KERNELS", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
-import pytest  # noqa: E402
+import pytest
 
-import fluid_hw as fluid  # noqa: E402
+import fluid_hw as fluid
 
 
 @pytest.fixture

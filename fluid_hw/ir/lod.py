@@ -8,6 +8,7 @@ last level indexes rows of ``data``): ``[[0, 3, 5]]`` is two sequences of 3 and
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ def lengths_to_offsets(lengths: Sequence[int]) -> list[int]:
 
 
 def offsets_to_lengths(offsets: Sequence[int]) -> list[int]:
-    return [int(b - a) for a, b in zip(offsets[:-1], offsets[1:])]
+    return [int(b - a) for a, b in pairwise(offsets)]
 
 
 def check_lod(lod: Sequence[Sequence[int]], rows: int, what: str = "tensor") -> None:
@@ -32,7 +33,7 @@ def check_lod(lod: Sequence[Sequence[int]], rows: int, what: str = "tensor") -> 
         offs = list(offs)
         if len(offs) < 1 or offs[0] != 0:
             raise FeedError(f"{what}: LoD level {level} must start at 0, got {offs[:5]}")
-        if any(b < a for a, b in zip(offs[:-1], offs[1:])):
+        if any(b < a for a, b in pairwise(offs)):
             raise FeedError(f"{what}: LoD level {level} offsets must not decrease: {offs}")
         below = len(lod[level + 1]) - 1 if level + 1 < len(lod) else rows
         if offs[-1] != below:

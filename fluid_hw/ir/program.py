@@ -17,9 +17,8 @@ from typing import Any
 
 from ..errors import OpAttrError, UnknownNameError, VerifyError
 from . import attrs as _attrs
-from . import dtypes
+from . import dtypes, unique_name
 from . import framework_pb2 as pb
-from . import unique_name
 from .registry import InferContext, check_attr_for_op, get_op, has_op
 
 VarType = pb.VarType
@@ -114,7 +113,7 @@ class Variable:
         return VarType.Type.Name(self.type)
 
     # -- flags ---------------------------------------------------------
-    def _flag(name: str, doc: str) -> property:  # type: ignore[misc]  # noqa: N805
+    def _flag(name: str, doc: str) -> property:  # type: ignore[misc]
         def get(self: Variable) -> bool:
             return bool(getattr(self.desc, name))
 
@@ -124,7 +123,7 @@ class Variable:
 
         return property(get, set_, doc=doc)
 
-    persistable = _flag("persistable", "kept in the scope across runs (parameters, optimizer state)")
+    persistable = _flag("persistable", "kept in the scope across runs (parameters, state)")
     stop_gradient = _flag("stop_gradient", "no gradient flows into this variable")
     is_parameter = _flag("is_parameter", "a trainable-model parameter (not optimizer state)")
     trainable = _flag("trainable", "updated by optimizers")
@@ -150,7 +149,7 @@ class Parameter(Variable):
     def _extra(self) -> dict[str, Any]:
         return self.block.program._param_extras.setdefault(self.name, {})
 
-    def _extra_prop(key: str, default: Any) -> property:  # type: ignore[misc]  # noqa: N805
+    def _extra_prop(key: str, default: Any) -> property:  # type: ignore[misc]
         def get(self: Parameter) -> Any:
             return self._extra().get(key, default)
 

@@ -12,6 +12,7 @@ from ..errors import FluidError, OpAttrError, UnknownOpError, VerifyError
 from . import attrs as _attrs
 from . import dtypes
 from . import framework_pb2 as pb
+from .grad import EMPTY_VAR_NAME
 from .program import CURRENT_VERSION, Block, Program, _tensor_desc
 from .registry import get_op
 
@@ -33,7 +34,8 @@ def verify_version(desc: pb.ProgramDesc) -> None:
             f"({CURRENT_VERSION}); upgrade fluid-hw"
         )
     if v < 1:
-        raise VerifyError(f"program format version {v} is not valid (expected 1..{CURRENT_VERSION})")
+        raise VerifyError(f"program format version {v} is not valid "
+                          f"(expected 1..{CURRENT_VERSION})")
 
 
 def verify_block_tree(desc: pb.ProgramDesc) -> None:
@@ -107,6 +109,8 @@ def verify_op(block: Block, index: int) -> None:
                 raise VerifyError(f"{where}: {field} slot {s.name!r} takes one variable, "
                                   f"has {len(names)}")
             for n in names:
+                if n == EMPTY_VAR_NAME and field == "output":
+                    continue  # a gradient nobody wants
                 if block._find_var_recursive(n) is None:
                     raise VerifyError(f"{where}: {field} {s.name}={n!r} names a variable that "
                                       f"does not exist in block {block.idx} or its parents")

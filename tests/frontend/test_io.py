@@ -1,6 +1,7 @@
 """Saving and loading models and variables: round trips, atomic writes, bad files."""
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -42,7 +43,7 @@ def test_inference_model_roundtrip(tmp_path, params_filename):
 
 
 def test_persistables_roundtrip(tmp_path):
-    main, startup, y = _model()
+    main, startup, _ = _model()
     exe = fluid.Executor()
     s1 = fluid.Scope()
     with fluid.scope_guard(s1):
@@ -151,5 +152,5 @@ def test_save_before_startup_is_a_clear_error(tmp_path):
 def test_draw_program_writes_graphviz(tmp_path):
     main, _, _ = _model()
     path = fluid.debugger.draw_program(main, tmp_path / "prog.dot")
-    text = open(path).read()
+    text = Path(path).read_text()
     assert text.startswith("digraph") and '"mul"' in text and "fc_0.w_0" in text

@@ -21,6 +21,7 @@ ALLOWED: dict[str, set[str]] = {
     "sim": {"rtl"},
     "drivers": {"ir", "backends.cpu", "sim"},
     "boards": set(),
+    "datasets": set(),
     "backends.fpga": {"ir", "passes", "backends.cpu", "rtl", "hls", "sim", "drivers", "boards",
                       "frontend"},
     "cli": {"*"},

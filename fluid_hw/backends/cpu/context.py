@@ -9,6 +9,7 @@ import numpy as np
 
 from ...errors import ExecutionError
 from ...ir import dtypes
+from ...ir.grad import EMPTY_VAR_NAME
 from ...ir.lod import LoDTensor
 
 if TYPE_CHECKING:
@@ -94,7 +95,9 @@ class KernelContext:
 
     # -- outputs -------------------------------------------------------
     def has_output(self, slot: str) -> bool:
-        return bool(self.out_names.get(slot))
+        """Whether the slot has a variable to write (``@EMPTY@`` means: not wanted)."""
+        names = self.out_names.get(slot)
+        return bool(names) and any(n != EMPTY_VAR_NAME for n in names)
 
     def output_dtype(self, slot: str, i: int = 0) -> np.dtype:
         dt = self._out_info[self.out_names[slot][i]][0]
@@ -107,6 +110,8 @@ class KernelContext:
         if not names:
             return  # optional output not requested
         name = names[i]
+        if name == EMPTY_VAR_NAME:
+            return
         if CHECK_KERNELS:
             self._check_output(name, value)
         self.scope.vars[name] = LoDTensor(value, lod) if lod else value

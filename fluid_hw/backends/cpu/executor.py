@@ -18,11 +18,11 @@ from ...ir import dtypes
 from ...ir.default_programs import default_main_program
 from ...ir.lod import LoDTensor, check_lod
 from ...ir.program import Block, Program, Variable, VarType
+from ...ir.scope import Scope, global_scope
 from ...ir.verifier import verify_program
 from .context import KernelContext
 from .kernels import get_kernel
 from .place import CPUPlace
-from ...ir.scope import Scope, global_scope
 
 
 @dataclass
@@ -62,7 +62,7 @@ def run_prepared_block(pb_: PreparedBlock, scope: Scope) -> None:
             fn(ctx)
     except ExecutionError:
         raise
-    except (Exception, MemoryError) as e:  # noqa: BLE001 - every failure gets the op's name
+    except (Exception, MemoryError) as e:
         assert ctx is not None
         outs = ", ".join(ctx.op.output_arg_names) or "none"
         raise ExecutionError(

@@ -2,11 +2,14 @@
 
 from . import (  # noqa: F401
     activation,
+    backward_ops,
+    compare,
     elementwise,
     feed_fetch,
     loss,
     math,
     nn,
+    optimizer,
     random,
     tensor,
 )

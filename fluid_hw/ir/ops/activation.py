@@ -25,3 +25,23 @@ def _softmax(ctx: InferContext) -> None:
     ax = ctx.attr("axis")
     ctx.check(-rank <= ax < rank, f"axis {ax} out of range for rank {rank}")
     ctx.share("X", "Out")
+
+
+ROUNDING = ("floor", "ceil", "round", "sign")  # piecewise constant: zero gradient
+for _name in ("cos", "sin", "square", "reciprocal", *ROUNDING):
+    define_op(_name, ["X"], ["Out"])(_same)
+
+
+def _declare_grads() -> None:
+    from ..grad import define_default_grad
+
+    uses_out = ("relu", "sigmoid", "tanh", "exp", "sqrt", "reciprocal")
+    uses_x = ("log", "abs", "leaky_relu", "cos", "sin", "square", *ROUNDING)
+    for t in uses_out:
+        define_default_grad(t, uses=("Out",))
+    for t in uses_x:
+        define_default_grad(t, uses=("X",))
+    define_default_grad("softmax", uses=("Out",))
+
+
+_declare_grads()

@@ -28,3 +28,14 @@ for _name in ELEMENTWISE_OPS:
         [Attr("axis", "int", -1, doc="where Y's dims start in X's; -1 aligns to the right")],
         doc=f"Out = X {_name} Y, Y broadcast into X from dim `axis`.",
     )(_infer)
+
+
+def _declare_grads() -> None:
+    from ..grad import define_default_grad
+
+    for name in ELEMENTWISE_OPS:
+        uses = ("X", "Y", "Out") if name in ("div", "pow") else ("X", "Y")
+        define_default_grad(f"elementwise_{name}", uses=uses)
+
+
+_declare_grads()

@@ -55,11 +55,14 @@ def _load() -> None:
         _loaded = True
         from . import (  # noqa: F401
             activation,
+            backward_ops,
+            compare,
             elementwise,
             feed_fetch,
             loss,
             math,
             nn,
+            optimizer,
             random,
             tensor,
         )

@@ -45,3 +45,60 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
 @register_kernel("softmax")
 def _softmax(ctx: KernelContext) -> None:
     ctx.set_output("Out", softmax(ctx.input("X"), ctx.attrs["axis"]))
+
+
+_MORE = {
+    "floor": lambda x, a: np.floor(x),
+    "ceil": lambda x, a: np.ceil(x),
+    "round": lambda x, a: np.round(x),
+    "sign": lambda x, a: np.sign(x),
+    "cos": lambda x, a: np.cos(x),
+    "sin": lambda x, a: np.sin(x),
+    "square": lambda x, a: x * x,
+    "reciprocal": lambda x, a: x.dtype.type(1) / x,
+}
+for _t, _f in _MORE.items():
+    register_kernel(_t)(_make(_f))
+
+
+# -- gradients: dX from dOut and the forward value each one needs -----------------
+def _zero_grad(v: np.ndarray, d: np.ndarray, a: dict) -> np.ndarray:
+    return np.zeros_like(d)
+
+
+_GRAD_FROM_OUT = {
+    "relu_grad": lambda o, d, a: d * (o > 0),
+    "sigmoid_grad": lambda o, d, a: d * o * (o.dtype.type(1) - o),
+    "tanh_grad": lambda o, d, a: d * (o.dtype.type(1) - o * o),
+    "exp_grad": lambda o, d, a: d * o,
+    "sqrt_grad": lambda o, d, a: d * o.dtype.type(0.5) / o,
+    "reciprocal_grad": lambda o, d, a: -d * o * o,
+    "softmax_grad": lambda o, d, a: o * (d - (d * o).sum(axis=a["axis"], keepdims=True)),
+}
+_GRAD_FROM_X = {
+    "log_grad": lambda x, d, a: d / x,
+    "abs_grad": lambda x, d, a: d * np.sign(x),
+    "leaky_relu_grad": lambda x, d, a: np.where(x > 0, d, d * x.dtype.type(a["alpha"])),
+    "cos_grad": lambda x, d, a: -d * np.sin(x),
+    "sin_grad": lambda x, d, a: d * np.cos(x),
+    "square_grad": lambda x, d, a: d * x.dtype.type(2) * x,
+    "floor_grad": _zero_grad,
+    "ceil_grad": _zero_grad,
+    "round_grad": _zero_grad,
+    "sign_grad": _zero_grad,
+}
+
+
+def _make_grad(fn, slot: str):  # type: ignore[no-untyped-def]
+    def kernel(ctx: KernelContext) -> None:
+        if ctx.has_output("X@GRAD"):
+            g = fn(ctx.input(slot), ctx.input("Out@GRAD"), ctx.attrs)
+            ctx.set_output("X@GRAD", g.astype(ctx.input("Out@GRAD").dtype, copy=False))
+
+    return kernel
+
+
+for _t, _f in _GRAD_FROM_OUT.items():
+    register_kernel(_t)(_make_grad(_f, "Out"))
+for _t, _f in _GRAD_FROM_X.items():
+    register_kernel(_t)(_make_grad(_f, "X"))

@@ -7,6 +7,7 @@ import numpy as np
 from ....ir.ops.common import aligned_shape
 from ..context import KernelContext
 from . import register_kernel
+from .backward_ops import unbroadcast
 
 
 def broadcast_pair(x: np.ndarray, y: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
@@ -45,3 +46,46 @@ def _make(fn):  # type: ignore[no-untyped-def]
 
 for _t, _f in _FUNCS.items():
     register_kernel(_t)(_make(_f))
+
+
+# -- gradients ----------------------------------------------------------------
+def _operand_grads(name: str, x: np.ndarray, y: np.ndarray, out: np.ndarray | None,
+                   d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """dX, dY in the broadcast (output) shape; x, y already aligned."""
+    if name == "add":
+        return d, d
+    if name == "sub":
+        return d, -d
+    if name == "mul":
+        return d * y, d * x
+    if name == "div":
+        return d / y, -d * x / (y * y)
+    if name == "max":
+        return d * (x > y), d * (x <= y)
+    if name == "min":
+        return d * (x < y), d * (x >= y)
+    if name == "pow":
+        assert out is not None
+        return d * y * np.power(x, y - 1), d * out * np.log(x)
+    raise AssertionError(name)
+
+
+def _make_grad(name: str):  # type: ignore[no-untyped-def]
+    def kernel(ctx: KernelContext) -> None:
+        x0, y0 = ctx.input("X"), ctx.input("Y")
+        x, y = broadcast_pair(x0, y0, ctx.attrs["axis"])
+        out = ctx.input("Out") if ctx.has_input("Out") else None
+        d = ctx.input("Out@GRAD")
+        dx, dy = _operand_grads(name, x, y, out, d)
+        if ctx.has_output("X@GRAD"):
+            ctx.set_output("X@GRAD", unbroadcast(np.broadcast_to(dx, d.shape), x.shape)
+                           .reshape(x0.shape).astype(x0.dtype, copy=False))
+        if ctx.has_output("Y@GRAD"):
+            ctx.set_output("Y@GRAD", unbroadcast(np.broadcast_to(dy, d.shape), y.shape)
+                           .reshape(y0.shape).astype(y0.dtype, copy=False))
+
+    return kernel
+
+
+for _n in ("add", "sub", "mul", "div", "max", "min", "pow"):
+    register_kernel(f"elementwise_{_n}_grad")(_make_grad(_n))

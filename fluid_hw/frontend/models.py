@@ -1,0 +1,76 @@
+"""Reference models used by the demo, the tests and the benchmarks.
+
+Each builder returns a :class:`Model`: its main and startup programs, the
+input/label variables, the prediction, the loss and the accuracy.  With
+``optimizer=...`` the main program also trains (``optimizer.minimize(loss)``);
+``model.test_program`` is the inference clone taken before the backward pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..ir import unique_name
+from ..ir.default_programs import program_guard
+from ..ir.program import Program, Variable
+from . import layers
+
+
+@dataclass
+class Model:
+    main: Program
+    startup: Program
+    test_program: Program
+    image: Variable
+    label: Variable
+    prediction: Variable
+    loss: Variable
+    accuracy: Variable
+
+    @property
+    def feed_names(self) -> list[str]:
+        return [self.image.name, self.label.name]
+
+
+def _finish(main: Program, startup: Program, image: Variable, label: Variable,
+            logits: Variable, optimizer: Any) -> Model:
+    prob = layers.softmax(logits)
+    loss = layers.mean(layers.softmax_with_cross_entropy(logits, label))
+    acc = layers.accuracy(prob, label)
+    test_program = main.clone(for_test=True)
+    if optimizer is not None:
+        optimizer.minimize(loss)
+    return Model(main, startup, test_program, image, label, prob, loss, acc)
+
+
+def digits_mlp(hidden: tuple[int, ...] = (128, 64), seed: int = 1,
+               optimizer: Any = None) -> Model:
+    """64-128-64-10 MLP on flattened 8x8 digits."""
+    main, startup = Program(), Program()
+    main.random_seed = startup.random_seed = seed
+    with program_guard(main, startup), unique_name.guard():
+        image = layers.data(name="pixels", shape=[64], dtype="float32")
+        label = layers.data(name="label", shape=[1], dtype="int64")
+        h = image
+        for n in hidden:
+            h = layers.fc(h, size=n, act="relu")
+        logits = layers.fc(h, size=10)
+        return _finish(main, startup, image, label, logits, optimizer)
+
+
+def digits_cnn(channels: tuple[int, int] = (16, 32), seed: int = 1,
+               optimizer: Any = None) -> Model:
+    """(conv3x3 - batch_norm - relu - maxpool2) x 2, then fc, on 1x8x8 digits."""
+    main, startup = Program(), Program()
+    main.random_seed = startup.random_seed = seed
+    with program_guard(main, startup), unique_name.guard():
+        image = layers.data(name="pixels", shape=[1, 8, 8], dtype="float32")
+        label = layers.data(name="label", shape=[1], dtype="int64")
+        h = image
+        for c in channels:
+            h = layers.conv2d(h, num_filters=c, filter_size=3, padding=1, bias_attr=False)
+            h = layers.batch_norm(h, act="relu")
+            h = layers.pool2d(h, pool_size=2, pool_type="max", pool_stride=2)
+        logits = layers.fc(h, size=10)
+        return _finish(main, startup, image, label, logits, optimizer)

@@ -1,0 +1,354 @@
+"""Optimizers (Fluid 1.x): ``SGD``, ``Momentum``, ``Adam``, ``RMSProp``.
+
+``opt.minimize(loss)`` appends, in this order (Fluid's):
+
+1. the backward pass (:func:`fluid_hw.frontend.backward.append_backward`);
+2. gradient clipping (the optimizer's ``grad_clip``, else each parameter's own
+   ``gradient_clip_attr``), see :mod:`fluid_hw.frontend.clip`;
+3. weight decay (each parameter's ``regularizer``, else the optimizer's
+   ``regularization``), see :mod:`fluid_hw.frontend.regularizer`;
+4. one update op per trainable parameter (``op_role="optimize"``, and
+   ``op_role_var=[param, grad]``), reading the learning rate and the optimizer's
+   accumulators.
+
+The learning rate is a persistable float32 [1] variable (``learning_rate_<k>``)
+filled in the startup program, or the variable given (an LR schedule); a
+parameter's ``ParamAttr(learning_rate=m)`` with ``m != 1`` multiplies it by a
+``scale`` op.  Accumulators are persistable variables ``<param>_<acc>_<k>``
+(``fc_0.w_0_moment1_0``) of the main program's global block, initialised by
+``fill_constant`` in the startup program.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..errors import GradientError, OpAttrError
+from ..ir import dtypes, unique_name
+from ..ir.default_programs import default_main_program, default_startup_program, program_guard
+from ..ir.program import Block, Operator, Parameter, Program, Variable
+from .backward import append_backward
+from .clip import GradientClipBase, append_gradient_clip_ops
+from .initializer import Constant
+from .layers.control_flow import RoleOps
+from .regularizer import WeightDecayRegularizer, append_regularization_ops
+
+__all__ = [
+    "Adam", "AdamOptimizer", "Momentum", "MomentumOptimizer", "Optimizer", "RMSProp",
+    "RMSPropOptimizer", "SGD", "SGDOptimizer",
+]
+
+ROLE = "optimize"
+
+ParamsGrads = list[tuple[Parameter, Variable]]
+
+
+def _hyper(cls: str, name: str, value: Any, lo: float | None = None, hi: float | None = None,
+           lo_open: bool = False, hi_open: bool = False) -> float:
+    """Check one hyper-parameter is a number in the given range; return it as float."""
+    ok = not isinstance(value, bool) and isinstance(value, (int, float))
+    if ok and lo is not None:
+        ok = value > lo if lo_open else value >= lo
+    if ok and hi is not None:
+        ok = value < hi if hi_open else value <= hi
+    if not ok:
+        rng = ""
+        if lo is not None or hi is not None:
+            left = f"{'(' if lo_open else '['}{lo if lo is not None else '-inf'}"
+            right = f"{hi if hi is not None else 'inf'}{')' if hi_open else ']'}"
+            rng = f" in {left}, {right}"
+        raise OpAttrError(f"{cls}: {name} must be a number{rng}, got {value!r}")
+    return float(value)
+
+
+class Optimizer:
+    """Base class.  Subclasses set :attr:`type`, create their accumulators in
+    :meth:`_create_accumulators` and append one update op in
+    :meth:`_append_optimize_op`."""
+
+    type = ""
+
+    def __init__(self, learning_rate: float | Variable,
+                 regularization: WeightDecayRegularizer | None = None,
+                 grad_clip: GradientClipBase | None = None, name: str | None = None) -> None:
+        cls = type(self).__name__
+        if isinstance(learning_rate, Variable):
+            if learning_rate.dtype not in dtypes.FLOAT_DTYPES or \
+                    any(d not in (1, -1) for d in learning_rate.shape):
+                raise OpAttrError(f"{cls}: a learning_rate variable must be a float tensor "
+                                  f"with one element, got {learning_rate!r}")
+        else:
+            _hyper(cls, "learning_rate", learning_rate, lo=0.0, lo_open=True)
+        if regularization is not None and not isinstance(regularization,
+                                                         WeightDecayRegularizer):
+            raise OpAttrError(f"{cls}: regularization must be an L1Decay or L2Decay, got "
+                              f"{regularization!r}")
+        if grad_clip is not None and not isinstance(grad_clip, GradientClipBase):
+            raise OpAttrError(f"{cls}: grad_clip must be a GradientClipBy* object, got "
+                              f"{grad_clip!r}")
+        self._learning_rate = learning_rate
+        self.regularization = regularization
+        self._grad_clip = grad_clip
+        self._name = name
+        self._learning_rate_map: dict[Program, Variable] = {}
+        #: accumulator name -> parameter name -> variable
+        self._accumulators: defaultdict[str, dict[str, Variable]] = defaultdict(dict)
+
+    # -- learning rate -----------------------------------------------------
+    def _create_global_learning_rate(self) -> None:
+        program = default_main_program()
+        if program in self._learning_rate_map:
+            return
+        if isinstance(self._learning_rate, Variable):
+            self._learning_rate_map[program] = self._learning_rate
+            return
+        name = unique_name.generate("learning_rate")
+        lr = program.global_block().create_var(name=name, shape=[1], dtype="float32",
+                                               persistable=True, stop_gradient=True)
+        self._init_in_startup(lr, float(self._learning_rate))
+        self._learning_rate_map[program] = lr
+
+    def _global_learning_rate(self, program: Program | None = None) -> Variable:
+        return self._learning_rate_map[program or default_main_program()]
+
+    def _create_param_lr(self, param: Parameter) -> Variable:
+        """The global learning rate, scaled by the parameter's multiplier."""
+        lr = self._global_learning_rate()
+        attr = getattr(param, "optimize_attr", None) or {}
+        mult = attr.get("learning_rate", 1.0)
+        if isinstance(mult, Variable):
+            raise OpAttrError(f"{type(self).__name__}: parameter {param.name!r} has a Variable "
+                              "learning-rate multiplier; give a number")
+        if float(mult) == 1.0:
+            return lr
+        return RoleOps(default_main_program().global_block(), ROLE, "learning_rate").scale(
+            lr, float(mult))
+
+    # -- accumulators ----------------------------------------------------------
+    def _init_in_startup(self, var: Variable, value: float) -> None:
+        sb = default_startup_program().global_block()
+        if not sb.has_var(var.name):
+            sv = sb.create_var(name=var.name, shape=var.shape, dtype=var.dtype,
+                               persistable=True)
+            Constant(value)(sv, sb)
+
+    def _add_accumulator(self, name: str, param: Parameter, fill_value: float = 0.0,
+                         shape: Sequence[int] | None = None, dtype: Any = None) -> Variable:
+        """A persistable ``<param>_<name>_<k>`` variable filled with ``fill_value``."""
+        accs = self._accumulators[name]
+        if param.name in accs:
+            return accs[param.name]
+        gb = default_main_program().global_block()
+        var = gb.create_var(name=unique_name.generate(f"{param.name}_{name}"),
+                            shape=list(shape) if shape is not None else list(param.shape),
+                            dtype=dtype if dtype is not None else param.dtype,
+                            persistable=True, stop_gradient=True)
+        self._init_in_startup(var, fill_value)
+        accs[param.name] = var
+        return var
+
+    def _get_accumulator(self, name: str, param: Parameter) -> Variable:
+        try:
+            return self._accumulators[name][param.name]
+        except KeyError:
+            raise GradientError(f"{type(self).__name__}: no accumulator {name!r} for "
+                                f"parameter {param.name!r}") from None
+
+    def _create_accumulators(self, block: Block, parameters: list[Parameter]) -> None:
+        """Subclasses create their state variables here."""
+
+    def _append_optimize_op(self, block: Block, param: Parameter, grad: Variable) -> Operator:
+        raise NotImplementedError
+
+    def _update_op(self, block: Block, param: Parameter, grad: Variable,
+                   inputs: dict[str, Any], outputs: dict[str, Any],
+                   attrs: dict[str, Any] | None = None) -> Operator:
+        """Append this optimizer's op for ``param`` with the roles set."""
+        return RoleOps(block, ROLE, param.name).op(
+            self.type, inputs, outputs, {**(attrs or {}), "op_role_var": [param.name, grad.name]})
+
+    # -- the passes ------------------------------------------------------------------
+    def _create_optimization_pass(self, params_grads: ParamsGrads) -> list[Operator]:
+        gb = default_main_program().global_block()
+        todo = [(p, g) for p, g in params_grads if g is not None and p.trainable]
+        self._create_global_learning_rate()
+        self._create_accumulators(gb, [p for p, _ in todo])
+        return [self._append_optimize_op(gb, p, g) for p, g in todo]
+
+    def _check_parameters(self, program: Program, parameter_list: Sequence[Any] | None) -> None:
+        gb = program.global_block()
+        for p in parameter_list or ():
+            name = p if isinstance(p, str) else p.name
+            v = gb._find_var_recursive(name)
+            if v is None:
+                raise GradientError(f"{type(self).__name__}.minimize: parameter {name!r} is not "
+                                    "a variable of the loss's program")
+            if v.dtype not in dtypes.FLOAT_DTYPES:
+                raise GradientError(f"{type(self).__name__}.minimize: parameter {name!r} is "
+                                    f"{v.dtype_name}; only float parameters can be optimized "
+                                    "(leave it out of parameter_list)")
+
+    def backward(self, loss: Variable, startup_program: Program | None = None,
+                 parameter_list: Sequence[Any] | None = None,
+                 no_grad_set: Iterable[Any] | None = None,
+                 callbacks: Any = None) -> ParamsGrads:
+        """Append the backward pass of ``loss``; return its (parameter, gradient) pairs."""
+        self._check_parameters(loss.block.program, parameter_list)
+        return append_backward(loss, parameter_list, no_grad_set)
+
+    def apply_gradients(self, params_grads: ParamsGrads) -> list[Operator]:
+        """Clip, regularize and update, in the default main program."""
+        params_grads = sorted(params_grads, key=lambda pg: pg[0].name)
+        if self._grad_clip is not None:
+            params_grads = self._grad_clip(params_grads)  # type: ignore[assignment]
+        else:
+            params_grads = append_gradient_clip_ops(params_grads)  # type: ignore[assignment]
+        params_grads = append_regularization_ops(  # type: ignore[assignment]
+            params_grads, self.regularization)
+        return self._create_optimization_pass(params_grads)
+
+    def apply_optimize(self, loss: Variable, startup_program: Program | None,
+                       params_grads: ParamsGrads) -> list[Operator]:
+        """:meth:`apply_gradients` in the loss's program and ``startup_program``."""
+        with program_guard(loss.block.program, startup_program or default_startup_program()):
+            return self.apply_gradients(params_grads)
+
+    def minimize(self, loss: Variable, startup_program: Program | None = None,
+                 parameter_list: Sequence[Any] | None = None,
+                 no_grad_set: Iterable[Any] | None = None
+                 ) -> tuple[list[Operator], ParamsGrads]:
+        """Append the backward pass and the updates that lower ``loss``; return
+        ``(optimize_ops, params_grads)`` (the gradients before clipping/decay)."""
+        params_grads = self.backward(loss, startup_program, parameter_list, no_grad_set)
+        optimize_ops = self.apply_optimize(loss, startup_program, params_grads)
+        return optimize_ops, params_grads
+
+
+class SGD(Optimizer):
+    """``param -= lr * grad``."""
+
+    type = "sgd"
+
+    def _append_optimize_op(self, block: Block, param: Parameter, grad: Variable) -> Operator:
+        return self._update_op(block, param, grad,
+                               {"Param": param, "Grad": grad,
+                                "LearningRate": self._create_param_lr(param)},
+                               {"ParamOut": param})
+
+
+class Momentum(Optimizer):
+    """``v = momentum * v + grad``; ``param -= lr * v`` (Nesterov:
+    ``param -= lr * (grad + momentum * v)``)."""
+
+    type = "momentum"
+    _velocity = "velocity"
+
+    def __init__(self, learning_rate: float | Variable, momentum: float,
+                 use_nesterov: bool = False, regularization: WeightDecayRegularizer | None = None,
+                 grad_clip: GradientClipBase | None = None, name: str | None = None) -> None:
+        super().__init__(learning_rate, regularization, grad_clip, name)
+        self._momentum = _hyper(type(self).__name__, "momentum", momentum, lo=0.0)
+        self._use_nesterov = bool(use_nesterov)
+
+    def _create_accumulators(self, block: Block, parameters: list[Parameter]) -> None:
+        for p in parameters:
+            self._add_accumulator(self._velocity, p)
+
+    def _append_optimize_op(self, block: Block, param: Parameter, grad: Variable) -> Operator:
+        v = self._get_accumulator(self._velocity, param)
+        return self._update_op(
+            block, param, grad,
+            {"Param": param, "Grad": grad, "Velocity": v,
+             "LearningRate": self._create_param_lr(param)},
+            {"ParamOut": param, "VelocityOut": v},
+            {"mu": self._momentum, "use_nesterov": self._use_nesterov})
+
+
+class Adam(Optimizer):
+    """Adam with Fluid's bias correction folded into the learning rate."""
+
+    type = "adam"
+    _moment1 = "moment1"
+    _moment2 = "moment2"
+    _beta1_pow = "beta1_pow_acc"
+    _beta2_pow = "beta2_pow_acc"
+
+    def __init__(self, learning_rate: float | Variable = 0.001, beta1: float = 0.9,
+                 beta2: float = 0.999, epsilon: float = 1e-8,
+                 regularization: WeightDecayRegularizer | None = None,
+                 grad_clip: GradientClipBase | None = None, name: str | None = None,
+                 lazy_mode: bool = False) -> None:
+        super().__init__(learning_rate, regularization, grad_clip, name)
+        cls = type(self).__name__
+        self._beta1 = _hyper(cls, "beta1", beta1, 0.0, 1.0, hi_open=True)
+        self._beta2 = _hyper(cls, "beta2", beta2, 0.0, 1.0, hi_open=True)
+        self._epsilon = _hyper(cls, "epsilon", epsilon, lo=0.0)
+        self._lazy_mode = lazy_mode  # dense gradients only: accepted for Fluid code
+
+    def _create_accumulators(self, block: Block, parameters: list[Parameter]) -> None:
+        for p in parameters:
+            self._add_accumulator(self._moment1, p)
+            self._add_accumulator(self._moment2, p)
+            self._add_accumulator(self._beta1_pow, p, self._beta1, shape=[1])
+            self._add_accumulator(self._beta2_pow, p, self._beta2, shape=[1])
+
+    def _append_optimize_op(self, block: Block, param: Parameter, grad: Variable) -> Operator:
+        acc = {k: self._get_accumulator(k, param)
+               for k in (self._moment1, self._moment2, self._beta1_pow, self._beta2_pow)}
+        m1, m2 = acc[self._moment1], acc[self._moment2]
+        b1p, b2p = acc[self._beta1_pow], acc[self._beta2_pow]
+        return self._update_op(
+            block, param, grad,
+            {"Param": param, "Grad": grad, "LearningRate": self._create_param_lr(param),
+             "Moment1": m1, "Moment2": m2, "Beta1Pow": b1p, "Beta2Pow": b2p},
+            {"ParamOut": param, "Moment1Out": m1, "Moment2Out": m2, "Beta1PowOut": b1p,
+             "Beta2PowOut": b2p},
+            {"beta1": self._beta1, "beta2": self._beta2, "epsilon": self._epsilon})
+
+
+class RMSProp(Optimizer):
+    """RMSProp: ``ms = rho*ms + (1-rho)*g^2``; ``mom = momentum*mom + lr*g/sqrt(ms+eps)``
+    (centered: ``sqrt(ms - mg^2 + eps)``); ``param -= mom``."""
+
+    type = "rmsprop"
+    _momentum_acc = "momentum"
+    _mean_square = "mean_square"
+    _mean_grad = "mean_grad"
+
+    def __init__(self, learning_rate: float | Variable, rho: float = 0.95,
+                 epsilon: float = 1.0e-6, momentum: float = 0.0, centered: bool = False,
+                 regularization: WeightDecayRegularizer | None = None,
+                 grad_clip: GradientClipBase | None = None, name: str | None = None) -> None:
+        super().__init__(learning_rate, regularization, grad_clip, name)
+        cls = type(self).__name__
+        self._rho = _hyper(cls, "rho", rho, 0.0, 1.0)
+        self._epsilon = _hyper(cls, "epsilon", epsilon, lo=0.0)
+        self._momentum = _hyper(cls, "momentum", momentum, lo=0.0)
+        self._centered = bool(centered)
+
+    def _create_accumulators(self, block: Block, parameters: list[Parameter]) -> None:
+        for p in parameters:
+            self._add_accumulator(self._momentum_acc, p)
+            self._add_accumulator(self._mean_square, p)
+            self._add_accumulator(self._mean_grad, p)
+
+    def _append_optimize_op(self, block: Block, param: Parameter, grad: Variable) -> Operator:
+        mom = self._get_accumulator(self._momentum_acc, param)
+        ms = self._get_accumulator(self._mean_square, param)
+        mg = self._get_accumulator(self._mean_grad, param)
+        return self._update_op(
+            block, param, grad,
+            {"Param": param, "Grad": grad, "Moment": mom, "MeanSquare": ms, "MeanGrad": mg,
+             "LearningRate": self._create_param_lr(param)},
+            {"ParamOut": param, "MomentOut": mom, "MeanSquareOut": ms, "MeanGradOut": mg},
+            {"epsilon": self._epsilon, "decay": self._rho, "momentum": self._momentum,
+             "centered": self._centered})
+
+
+# Fluid's longer names
+SGDOptimizer = SGD
+MomentumOptimizer = Momentum
+AdamOptimizer = Adam
+RMSPropOptimizer = RMSProp
