@@ -12,9 +12,18 @@ The names here follow PaddlePaddle Fluid 1.x so its users feel at home::
     exe.run(startup)
 """
 
-from . import errors, ir
+from . import datasets, errors, ir
 from .backends.cpu import CPUPlace, CUDAPlace, Executor
-from .frontend import debugger, initializer, io, layers
+from .frontend import (
+    backward,
+    clip,
+    debugger,
+    initializer,
+    io,
+    layers,
+    optimizer,
+    regularizer,
+)
 from .frontend.layer_helper import LayerHelper
 from .frontend.param_attr import ParamAttr
 from .ir import unique_name
@@ -29,5 +38,6 @@ __all__ = [
     "Block", "CPUPlace", "CUDAPlace", "Executor", "LayerHelper", "LoDTensor", "Operator",
     "ParamAttr", "Parameter", "Program", "Scope", "Variable", "create_lod_tensor", "debugger",
     "default_main_program", "default_startup_program", "errors", "global_scope", "initializer",
-    "io", "ir", "layers", "program_guard", "scope_guard", "unique_name",
+    "io", "ir", "layers", "optimizer", "regularizer", "clip", "backward", "datasets",
+    "program_guard", "scope_guard", "unique_name",
 ]

@@ -1,8 +1,9 @@
 """The Python frontend: layers, initializers, io (and later backward, optimizers)."""
 
-from . import debugger, initializer, io, layers
+from . import backward, clip, debugger, initializer, io, layers, models, optimizer, regularizer
 from .framework import *  # noqa: F403
 from .layer_helper import LayerHelper
 from .param_attr import ParamAttr
 
-__all__ = ["LayerHelper", "ParamAttr", "debugger", "initializer", "io", "layers"]
+__all__ = ["LayerHelper", "ParamAttr", "backward", "clip", "debugger", "initializer", "io",
+           "layers", "models", "optimizer", "regularizer"]

@@ -22,7 +22,6 @@ from ..errors import OpAttrError
 from ..ir import unique_name
 from ..ir.default_programs import default_main_program
 from ..ir.program import Program, Variable
-from ..ir.registry import has_op
 from .layers.control_flow import RoleOps
 
 __all__ = ["GradientClipBase", "GradientClipByGlobalNorm", "GradientClipByNorm",
@@ -72,8 +71,8 @@ class GradientClipBase:
 
     @staticmethod
     def _sum_squares(ops: RoleOps, g: Variable) -> Variable:
-        sq = ops.unary("square", g) if has_op("square") else ops.binary("mul", g, g)
-        return ops.unary("reduce_sum", sq, dim=[0], keep_dim=False, reduce_all=True)
+        return ops.unary("reduce_sum", ops.unary("square", g), dim=[0], keep_dim=False,
+                         reduce_all=True)
 
     @staticmethod
     def _scaled(ops: RoleOps, g: Variable, factor: Variable) -> Variable:

@@ -10,6 +10,7 @@ optimizer's ``learning_rate``.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -110,7 +111,7 @@ def piecewise_decay(boundaries: Sequence[float], values: Sequence[float]) -> Var
     if len(values) - len(boundaries) != 1:
         raise OpAttrError(f"piecewise_decay: needs one more value than boundaries, got "
                           f"{len(boundaries)} boundaries and {len(values)} values")
-    if any(b >= c for b, c in zip(boundaries, boundaries[1:])):
+    if any(b >= c for b, c in itertools.pairwise(boundaries)):
         raise OpAttrError(f"piecewise_decay: boundaries {list(boundaries)} must be "
                           "strictly increasing")
     ops = _ops()

@@ -155,3 +155,23 @@ def _infer_arg_max(ctx: InferContext) -> None:
     ax %= rank
     out = [*xs[:ax], *([1] if ctx.attr("keepdims") else []), *xs[ax + 1:]]
     ctx.set_output("Out", out or [1], dt)
+
+
+# -- gradients -----------------------------------------------------------------
+
+
+def _declare_grads() -> None:
+    """Only the float inputs get a gradient (never the labels unless soft: even then
+    Label gets none, as in Fluid).  softmax_with_cross_entropy differentiates Loss
+    only (Fluid's convention): a gradient reaching its Softmax output is not
+    propagated, so take a separate softmax op when both are needed."""
+    from ..grad import define_default_grad, no_grad
+
+    define_default_grad("cross_entropy", uses=("X", "Label"), out_grads=("Y",),
+                        in_grads=("X",))
+    define_default_grad("softmax_with_cross_entropy", uses=("Label", "Softmax"),
+                        out_grads=("Loss",), in_grads=("Logits",))
+    no_grad("metric", "accuracy", "top_k", "arg_max")
+
+
+_declare_grads()

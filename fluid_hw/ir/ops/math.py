@@ -187,3 +187,22 @@ for _name in REDUCE_OPS:
          Attr("reduce_all", "bool", False, doc="reduce every axis (ignores dim)")],
         doc=f"Out = {_name[7:]} of X over the axes in `dim` (all of them with reduce_all).",
     )(_reduce)
+
+
+# -- gradients ---------------------------------------------------------------------
+
+def _declare_grads() -> None:
+    from ..grad import define_default_grad
+
+    define_default_grad("mul", uses=("X", "Y"))
+    define_default_grad("sum", uses=())  # every X@GRAD is Out@GRAD
+    define_default_grad("mean", uses=("X",))  # X for its shape
+    define_default_grad("reduce_sum", uses=("X",))  # X for its shape
+    define_default_grad("reduce_mean", uses=("X",))
+    # reduce_max routes Out@GRAD to every element equal to the maximum (as Fluid)
+    define_default_grad("reduce_max", uses=("X", "Out"))
+    define_default_grad("matmul", uses=("X", "Y"))
+    define_default_grad("scale", uses=())  # X@GRAD = scale * Out@GRAD, bias either way
+
+
+_declare_grads()

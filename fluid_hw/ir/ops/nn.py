@@ -325,3 +325,27 @@ def _infer_lookup_table(ctx: InferContext) -> None:
         attr_fail(ctx, f"padding_idx {pad} must be -1 (none) or a row of W {ws}")
     ctx.set_output("Out", [*ids[:-1], ws[1]], ctx.input_dtype("W"),
                    lod_level=ctx.input_var("Ids").lod_level)
+
+
+# -- gradients -----------------------------------------------------------------
+
+
+def _declare_grads() -> None:
+    """conv2d/depthwise_conv2d: dInput, dFilter (col2im of the same windows);
+    pool2d: dX routed to each window's first max / spread over its cells (avg);
+    batch_norm: dX, dScale, dBias from dY only (the running statistics get none);
+    dropout: dX = dOut * the forward's factor; lookup_table: a dense dW (Ids never)."""
+    from ..grad import define_default_grad
+
+    for conv in ("conv2d", "depthwise_conv2d"):
+        define_default_grad(conv, uses=("Input", "Filter"))
+    define_default_grad("pool2d", uses=("X",))
+    define_default_grad(
+        "batch_norm",
+        uses=("X", "Scale", "Bias", "Mean", "Variance", "SavedMean", "SavedVariance"),
+        out_grads=("Y",), in_grads=("X", "Scale", "Bias"))
+    define_default_grad("dropout", uses=("Mask",))
+    define_default_grad("lookup_table", uses=("W", "Ids"), in_grads=("W",))
+
+
+_declare_grads()

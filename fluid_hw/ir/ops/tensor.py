@@ -365,3 +365,24 @@ define_op(
     [Attr("axis", "int", 1, doc="dims before it become Out's rows, the rest its columns")],
     doc="Out = X as a matrix [prod(X.dims[:axis]), prod(X.dims[axis:])].",
 )(_shape_op(lambda x, ctx: flatten_shape(x, ctx.attr("axis"))))
+
+
+# -- gradients ---------------------------------------------------------------------
+
+def _declare_grads() -> None:
+    from ..grad import define_default_grad, no_grad
+
+    # cast: X@GRAD = Out@GRAD cast back to in_dtype.  Only float -> float paths carry
+    # a gradient: append_backward gives none to integer variables.
+    define_default_grad("cast", uses=())
+    define_default_grad("assign", uses=())
+    # the *2 ops' grads recover X's shape from XShape (dims [0, *X.dims]), as Fluid's
+    for t in ("reshape2", "transpose2", "squeeze2", "unsqueeze2", "flatten2"):
+        define_default_grad(t, uses=("XShape",))
+    define_default_grad("concat", uses=("X",))  # the X give the split sizes
+    define_default_grad("split", uses=())  # every Out@GRAD is given (zeros if unused)
+    define_default_grad("slice", uses=("Input",))  # Input for its shape
+    no_grad("creation", "assign_value")
+
+
+_declare_grads()

@@ -106,3 +106,52 @@ def arg_max(ctx: KernelContext) -> None:
         if out.ndim == 0:
             out = out.reshape(1)
     ctx.set_output("Out", out.astype(dt))
+
+
+# -- gradients -------------------------------------------------------------------
+
+
+@register_kernel("cross_entropy_grad")
+def cross_entropy_grad(ctx: KernelContext) -> None:
+    """hard: dX[label] = -dY / X[label], 0 elsewhere and on ignored rows;
+    soft: dX = -dY * Label / X (0 where Label is 0)."""
+    if not ctx.has_output("X@GRAD"):
+        return
+    x, label, dy = ctx.input("X"), ctx.input("Label"), ctx.input("Y@GRAD")
+    zero = x.dtype.type(0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if ctx.attrs["soft_label"]:
+            ratio = np.divide(label, x, out=np.zeros_like(x), where=label != 0)
+            dx = -dy * ratio
+        else:
+            ignored = label == ctx.attrs["ignore_index"]
+            idx = np.where(ignored, 0, label)
+            g = np.where(ignored, zero, -dy / np.take_along_axis(x, idx, axis=-1))
+            dx = np.zeros_like(x)
+            np.put_along_axis(dx, idx, g, axis=-1)
+    ctx.set_output("X@GRAD", dx.astype(x.dtype, copy=False))
+
+
+@register_kernel("softmax_with_cross_entropy_grad")
+def softmax_with_cross_entropy_grad(ctx: KernelContext) -> None:
+    """dLogits = (Softmax - onehot(label)) * dLoss (0 on ignored rows); soft labels:
+    (Softmax * sum(Label) - Label) * dLoss, i.e. Softmax - Label for normalised labels."""
+    if not ctx.has_output("Logits@GRAD"):
+        return
+    sm, label, dloss = ctx.input("Softmax"), ctx.input("Label"), ctx.input("Loss@GRAD")
+    a = ctx.attrs
+    ax = a["axis"] % sm.ndim
+    s = np.moveaxis(sm, ax, -1)
+    lab = np.moveaxis(label, ax, -1)
+    d = np.moveaxis(dloss, ax, -1)
+    if a["soft_label"]:
+        g = (s * lab.sum(axis=-1, keepdims=True) - lab) * d
+    else:
+        ignored = lab == a["ignore_index"]
+        idx = np.where(ignored, 0, lab)
+        g = np.array(s)  # a copy: the forward's Softmax stays untouched
+        np.put_along_axis(g, idx, np.take_along_axis(g, idx, axis=-1) - sm.dtype.type(1),
+                          axis=-1)
+        g *= np.where(ignored, sm.dtype.type(0), d)
+    out = np.ascontiguousarray(np.moveaxis(g, -1, ax), dtype=sm.dtype)
+    ctx.set_output("Logits@GRAD", out)

@@ -110,3 +110,116 @@ def _make_reduce(fn):  # type: ignore[no-untyped-def]
 
 for _t, _f in _REDUCE.items():
     register_kernel(_t)(_make_reduce(_f))
+
+
+# -- gradients ---------------------------------------------------------------------
+# Grad kernels write X@GRAD (and Y@GRAD) only when asked for, in X's (Y's) shape and
+# dtype; they never write into an input (outputs may alias the incoming Out@GRAD).
+
+def _as_2d(a: np.ndarray, k: int) -> np.ndarray:
+    """``mul``'s matrix view: dims [:k] into rows, [k:] into columns."""
+    return a.reshape(_prod(a.shape[:k]), _prod(a.shape[k:]))
+
+
+@register_kernel("mul_grad")
+def mul_grad(ctx: KernelContext) -> None:
+    x, y, d = ctx.input("X"), ctx.input("Y"), ctx.input("Out@GRAD")
+    x2 = _as_2d(x, ctx.attrs["x_num_col_dims"])
+    y2 = _as_2d(y, ctx.attrs["y_num_col_dims"])
+    d2 = d.reshape(x2.shape[0], y2.shape[1])
+    if ctx.has_output("X@GRAD"):
+        ctx.set_output("X@GRAD", (d2 @ y2.T).reshape(x.shape).astype(x.dtype, copy=False))
+    if ctx.has_output("Y@GRAD"):
+        ctx.set_output("Y@GRAD", (x2.T @ d2).reshape(y.shape).astype(y.dtype, copy=False))
+
+
+@register_kernel("sum_grad")
+def sum_grad(ctx: KernelContext) -> None:
+    d = ctx.input("Out@GRAD")
+    for i in range(len(ctx.out_names.get("X@GRAD", ()))):
+        ctx.set_output("X@GRAD", d, i)  # @EMPTY@ entries are skipped
+
+
+@register_kernel("mean_grad")
+def mean_grad(ctx: KernelContext) -> None:
+    if not ctx.has_output("X@GRAD"):
+        return
+    x, d = ctx.input("X"), ctx.input("Out@GRAD")
+    g = d.reshape(()).astype(x.dtype) / x.dtype.type(max(x.size, 1))
+    ctx.set_output("X@GRAD", np.full(x.shape, g, dtype=x.dtype))
+
+
+def _spread(ctx: KernelContext, x: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
+    """Out@GRAD with the reduced axes kept as size 1 (broadcastable to X), and the axes."""
+    a = ctx.attrs
+    axes = reduce_axes(x.ndim, a["dim"], a["reduce_all"])
+    return d.reshape(reduce_shape(x.shape, axes, True)), axes
+
+
+@register_kernel("reduce_sum_grad")
+def reduce_sum_grad(ctx: KernelContext) -> None:
+    if not ctx.has_output("X@GRAD"):
+        return
+    x = ctx.input("X")
+    d, _ = _spread(ctx, x, ctx.input("Out@GRAD"))
+    ctx.set_output("X@GRAD", np.broadcast_to(d, x.shape).astype(x.dtype))
+
+
+@register_kernel("reduce_mean_grad")
+def reduce_mean_grad(ctx: KernelContext) -> None:
+    if not ctx.has_output("X@GRAD"):
+        return
+    x = ctx.input("X")
+    d, axes = _spread(ctx, x, ctx.input("Out@GRAD"))
+    n = max(math.prod(x.shape[a] for a in axes), 1)
+    ctx.set_output("X@GRAD", (np.broadcast_to(d, x.shape) / x.dtype.type(n)).astype(x.dtype))
+
+
+@register_kernel("reduce_max_grad")
+def reduce_max_grad(ctx: KernelContext) -> None:
+    """Every element equal to its maximum gets the whole gradient (ties: all of them)."""
+    if not ctx.has_output("X@GRAD"):
+        return
+    x = ctx.input("X")
+    d, _ = _spread(ctx, x, ctx.input("Out@GRAD"))
+    out = ctx.input("Out").reshape(d.shape)
+    ctx.set_output("X@GRAD", np.where(x == out, d, x.dtype.type(0)).astype(x.dtype))
+
+
+@register_kernel("scale_grad")
+def scale_grad(ctx: KernelContext) -> None:
+    if ctx.has_output("X@GRAD"):
+        d = ctx.input("Out@GRAD")
+        ctx.set_output("X@GRAD", (d * d.dtype.type(ctx.attrs["scale"])).astype(d.dtype))
+
+
+def _batch_sum_to(g: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """Sum the batch axis of ``g`` away when its operand ``m`` was a single matrix."""
+    return g.sum(axis=0) if g.ndim > m.ndim else g
+
+
+@register_kernel("matmul_grad")
+def matmul_grad(ctx: KernelContext) -> None:
+    """dA = dOut @ B^T, dB = A^T @ dOut on the operands as the forward kernel used them
+    (vectors as [1, K] / [K, 1], batch dims flattened, transposes applied); then the
+    transposes, flattening and vector padding are undone, and the batch axis summed
+    away for an operand that was used for every batch."""
+    x, y, d = ctx.input("X"), ctx.input("Y"), ctx.input("Out@GRAD")
+    tx, ty = ctx.attrs["transpose_X"], ctx.attrs["transpose_Y"]
+    a = _as_batch(x.reshape(1, -1) if x.ndim == 1 else x, tx)
+    b = _as_batch(y.reshape(-1, 1) if y.ndim == 1 else y, ty)
+    batch = a.shape[:-2] or b.shape[:-2]
+    d3 = d.reshape(*batch, a.shape[-2], b.shape[-1])
+    alpha = ctx.attrs["alpha"]
+    if alpha != 1.0:
+        d3 = d3 * d3.dtype.type(alpha)
+    if ctx.has_output("X@GRAD"):
+        da = _batch_sum_to(np.matmul(d3, b.swapaxes(-1, -2)), a)
+        if tx:
+            da = da.swapaxes(-1, -2)
+        ctx.set_output("X@GRAD", da.reshape(x.shape).astype(x.dtype, copy=False))
+    if ctx.has_output("Y@GRAD"):
+        db = _batch_sum_to(np.matmul(a.swapaxes(-1, -2), d3), b)
+        if ty:
+            db = db.swapaxes(-1, -2)
+        ctx.set_output("Y@GRAD", db.reshape(y.shape).astype(y.dtype, copy=False))

@@ -113,3 +113,78 @@ def _reshaping(shape_fn: Callable[[tuple[int, ...], dict], list[int]]):  # type:
 register_kernel("squeeze2")(_reshaping(lambda s, a: squeeze_shape(s, a["axes"])))
 register_kernel("unsqueeze2")(_reshaping(lambda s, a: unsqueeze_shape(s, a["axes"])))
 register_kernel("flatten2")(_reshaping(lambda s, a: flatten_shape(s, a["axis"])))
+
+
+# -- gradients ---------------------------------------------------------------------
+# Grad kernels write the input's gradient (in its shape and dtype) only when asked
+# for; outputs may be views of the incoming gradient, never written into.
+
+@register_kernel("cast_grad")
+def cast_grad(ctx: KernelContext) -> None:
+    if ctx.has_output("X@GRAD"):
+        d = ctx.input("Out@GRAD")
+        ctx.set_output("X@GRAD", d.astype(dtypes.to_numpy(ctx.attrs["in_dtype"]), copy=False))
+
+
+@register_kernel("assign_grad")
+def assign_grad(ctx: KernelContext) -> None:
+    if ctx.has_output("X@GRAD"):
+        ctx.set_output("X@GRAD", ctx.input("Out@GRAD"))
+
+
+def _x_dims(ctx: KernelContext) -> tuple[int, ...]:
+    """X's shape, from XShape (dims [0, *X.dims])."""
+    return ctx.input("XShape").shape[1:]
+
+
+def _reshape_grad(ctx: KernelContext) -> None:
+    if ctx.has_output("X@GRAD"):
+        ctx.set_output("X@GRAD", ctx.input("Out@GRAD").reshape(_x_dims(ctx)))
+
+
+register_kernel("reshape2_grad", "squeeze2_grad", "unsqueeze2_grad",
+                "flatten2_grad")(_reshape_grad)
+
+
+@register_kernel("transpose2_grad")
+def transpose2_grad(ctx: KernelContext) -> None:
+    if ctx.has_output("X@GRAD"):
+        d = ctx.input("Out@GRAD")
+        ctx.set_output("X@GRAD", d.transpose(np.argsort(ctx.attrs["axis"])))
+
+
+@register_kernel("concat_grad")
+def concat_grad(ctx: KernelContext) -> None:
+    """Out@GRAD cut into X's pieces; only the wanted ones (not @EMPTY@) are written."""
+    if not ctx.has_output("X@GRAD"):
+        return
+    xs = ctx.inputs("X")
+    d = ctx.input("Out@GRAD")
+    axis = ctx.attrs["axis"] % d.ndim
+    bounds = np.cumsum([x.shape[axis] for x in xs[:-1]], dtype=np.int64)
+    for i, piece in enumerate(np.split(d, bounds, axis=axis)):
+        ctx.set_output("X@GRAD", piece, i)
+
+
+@register_kernel("split_grad")
+def split_grad(ctx: KernelContext) -> None:
+    if ctx.has_output("X@GRAD"):
+        ds = ctx.inputs("Out@GRAD")
+        ctx.set_output("X@GRAD", np.concatenate(ds, axis=ctx.attrs["axis"] % ds[0].ndim))
+
+
+@register_kernel("slice_grad")
+def slice_grad(ctx: KernelContext) -> None:
+    """Out@GRAD in the sliced window of a zero tensor of Input's shape."""
+    if not ctx.has_output("Input@GRAD"):
+        return
+    x, d = ctx.input("Input"), ctx.input("Out@GRAD")
+    a = ctx.attrs
+    index = [slice(None)] * x.ndim
+    for axis, start, end in zip(a["axes"], a["starts"], a["ends"]):
+        axis %= x.ndim
+        index[axis] = slice(*slice_bounds(x.shape[axis], start, end))
+    g = np.zeros(x.shape, x.dtype)
+    window = g[tuple(index)]
+    window[...] = d.reshape(window.shape)  # decrease_axis dims come back as size 1
+    ctx.set_output("Input@GRAD", g)
