@@ -15,3 +15,12 @@ def _feed(ctx: InferContext) -> None:
            doc="Store X as the col-th entry of the fetch list Out.")
 def _fetch(ctx: InferContext) -> None:
     pass
+
+
+def _declare_grads() -> None:
+    from ..grad import no_grad
+
+    no_grad("io", "feed", "fetch")
+
+
+_declare_grads()

@@ -161,8 +161,8 @@ def _infer_arg_max(ctx: InferContext) -> None:
 
 
 def _declare_grads() -> None:
-    """Only the float inputs get a gradient (never the labels unless soft: even then
-    Label gets none, as in Fluid).  softmax_with_cross_entropy differentiates Loss
+    """X / Logits get a gradient; Label never does (not even a soft one, as in
+    Fluid).  softmax_with_cross_entropy differentiates Loss
     only (Fluid's convention): a gradient reaching its Softmax output is not
     propagated, so take a separate softmax op when both are needed."""
     from ..grad import define_default_grad, no_grad

@@ -27,3 +27,12 @@ define_op(
      Attr("seed", "int", 0, doc="0: from the executor's generator; else deterministic")],
     doc="Out ~ N(mean, std^2).",
 )(_from_attrs)
+
+
+def _declare_grads() -> None:
+    from ..grad import no_grad
+
+    no_grad("creation", "fill_constant", "uniform_random", "gaussian_random")
+
+
+_declare_grads()
