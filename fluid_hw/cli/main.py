@@ -1,77 +1,35 @@
 """``fluid-hw``: the command line.
 
-Subcommands:
-  demo            the end-to-end flow on sklearn's digits (see fluid_hw/cli/demo.py)
-  show MODEL_DIR  print a saved inference model's program
-  draw MODEL_DIR OUT.dot   write the program as Graphviz
-  ops             list the registered ops and whether the CPU back end implements them
+Each subcommand lives in its own module ``fluid_hw/cli/cmd_<name>.py`` exposing
+``register(subparsers)``, which adds a parser whose ``fn(args) -> int`` runs it.
+Modules are found by name, so adding a command never edits this file.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import pkgutil
 import sys
 from collections.abc import Sequence
 
+from .. import __version__
 from ..errors import FluidError
 
 
-def _cmd_show(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from ..frontend.io import MODEL_FILENAME, load_program
-
-    p = Path(args.model)
-    print(load_program(p / MODEL_FILENAME if p.is_dir() else p))
-    return 0
-
-
-def _cmd_draw(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from ..frontend.debugger import draw_program
-    from ..frontend.io import MODEL_FILENAME, load_program
-
-    p = Path(args.model)
-    prog = load_program(p / MODEL_FILENAME if p.is_dir() else p)
-    print(f"wrote {draw_program(prog, args.out)}")
-    return 0
-
-
-def _cmd_ops(args: argparse.Namespace) -> int:
-    from ..backends.cpu.kernels import all_kernels
-    from ..ir import all_ops
-
-    kernels = all_kernels()
-    for name, d in sorted(all_ops().items()):
-        ins = ",".join(s.name for s in d.inputs)
-        outs = ",".join(s.name for s in d.outputs)
-        cpu = "cpu" if name in kernels else "   "
-        print(f"{name:32s} {cpu}  ({ins}) -> ({outs})")
-    return 0
-
-
-def _cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
-
-    return run_demo(args.out)
+def command_modules() -> list[str]:
+    pkg = importlib.import_module(__package__ or "fluid_hw.cli")
+    return sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if m.name.startswith("cmd_"))
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="fluid-hw", description=__doc__.split("\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    d = sub.add_parser("demo", help="run the end-to-end demo on sklearn's digits")
-    d.add_argument("--out", default="build/demo", help="output folder (default build/demo)")
-    d.set_defaults(fn=_cmd_demo)
-    s = sub.add_parser("show", help="print a saved model's program")
-    s.add_argument("model", help="model folder or program file")
-    s.set_defaults(fn=_cmd_show)
-    g = sub.add_parser("draw", help="write a saved model's program as Graphviz")
-    g.add_argument("model")
-    g.add_argument("out")
-    g.set_defaults(fn=_cmd_draw)
-    o = sub.add_parser("ops", help="list registered ops")
-    o.set_defaults(fn=_cmd_ops)
+    ap = argparse.ArgumentParser(
+        prog="fluid-hw",
+        description="fluid-hw: compile one model description to CPU, GPU, cluster and FPGA.")
+    ap.add_argument("--version", action="version", version=f"fluid-hw {__version__}")
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    for name in command_modules():
+        importlib.import_module(f"{__package__}.{name}").register(sub)
     return ap
 
 
@@ -82,6 +40,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FluidError as e:
         print(f"fluid-hw: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into `head` and closed
+        return 0
+    except KeyboardInterrupt:
+        print("fluid-hw: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ A program is verified and its ops bound to kernels once per program version
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,16 +50,31 @@ def prepare_block(block: Block, executor: Any = None) -> PreparedBlock:
     return PreparedBlock(block, ops, rand)
 
 
-def run_prepared_block(pb_: PreparedBlock, scope: Scope) -> None:
-    """Run every op of a prepared block in ``scope``; wrap kernel failures."""
+OpHook = Callable[[KernelContext], None]
+
+
+def run_prepared_block(pb_: PreparedBlock, scope: Scope,
+                       hooks: Sequence[OpHook] = ()) -> None:
+    """Run every op of a prepared block in ``scope``; wrap kernel failures.
+
+    ``hooks`` are called after each op with its (scope-bound) context: the way to
+    trace what kernels actually received, at no cost when there are none.
+    """
     for c in pb_.random_ctxs:
         c.step = pb_.runs
     pb_.runs += 1
     ctx = None
     try:
-        for fn, ctx in pb_.ops:
-            ctx.scope = scope
-            fn(ctx)
+        if hooks:
+            for fn, ctx in pb_.ops:
+                ctx.scope = scope
+                fn(ctx)
+                for h in hooks:
+                    h(ctx)
+        else:
+            for fn, ctx in pb_.ops:
+                ctx.scope = scope
+                fn(ctx)
     except ExecutionError:
         raise
     except (Exception, MemoryError) as e:
@@ -104,9 +119,26 @@ class Executor:
         self.place = place if place is not None else CPUPlace()
         self.rng = np.random.default_rng(seed)
         self._cache: dict[tuple[Any, ...], _Prepared] = {}
+        self._blocks: dict[tuple[int, int], tuple[Program, int, PreparedBlock]] = {}
+        #: called after every op (see :func:`run_prepared_block`); empty = no cost
+        self.hooks: list[OpHook] = []
 
     def close(self) -> None:
         self._cache.clear()
+        self._blocks.clear()
+
+    def run_block(self, block: Block, scope: Scope) -> None:
+        """Run one block (e.g. a control-flow op's sub-block) in ``scope``.
+
+        The block is bound to kernels once per program version and cached.
+        """
+        program = block.program
+        key = (id(program), block.idx)
+        hit = self._blocks.get(key)
+        if hit is None or hit[0] is not program or hit[1] != program._version:
+            hit = (program, program._version, prepare_block(block, self))
+            self._blocks[key] = hit
+        run_prepared_block(hit[2], scope, self.hooks)
 
     # -- preparation ---------------------------------------------------
     def prepare(self, program: Program, feed_names: Sequence[str], fetch_names: Sequence[str],
@@ -157,6 +189,10 @@ class Executor:
     ) -> list[Any]:
         if program is None:
             program = default_main_program()
+        runner = getattr(program, "_run_with", None)
+        if runner is not None:  # e.g. a CompiledProgram (data parallel)
+            return runner(self, feed=feed, fetch_list=fetch_list, scope=scope,
+                          return_numpy=return_numpy)
         if not isinstance(program, Program):
             raise ExecutionError(f"Executor.run expects a Program, got {type(program).__name__}")
         feed = dict(feed or {})
@@ -170,7 +206,7 @@ class Executor:
             _check_feed(v, feed[v.name]) for v in prep.feed_vars
         ]
         scope.vars[fetch_var_name] = [None] * len(fetch_names)
-        run_prepared_block(prep.main, scope)
+        run_prepared_block(prep.main, scope, self.hooks)
         results = scope.vars[fetch_var_name]
         out: list[Any] = []
         for name, val, persist in zip(fetch_names, results, prep.persistable_fetch):

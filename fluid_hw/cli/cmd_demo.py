@@ -1,0 +1,19 @@
+"""``fluid-hw demo``: the end-to-end flow on sklearn's digits."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(args.out, epochs=args.epochs)
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("demo", help="run the end-to-end demo on sklearn's digits")
+    p.add_argument("--out", default="build/demo", help="output folder (default build/demo)")
+    p.add_argument("--epochs", type=int, default=30, help="training epochs (default 30)")
+    p.set_defaults(fn=_run)
