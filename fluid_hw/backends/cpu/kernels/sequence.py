@@ -1,0 +1,1 @@
+"""(CPU kernels: see the module docstring once filled in)"""

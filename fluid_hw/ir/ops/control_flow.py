@@ -1,0 +1,1 @@
+"""(op definitions: see the module docstring once filled in)"""
