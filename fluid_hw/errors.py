@@ -8,6 +8,7 @@ not derive from :class:`FluidError`.
 from __future__ import annotations
 
 __all__ = [
+    "unknown_name",
     "FluidError",
     "FormatError",
     "UnknownNameError",
@@ -70,3 +71,15 @@ class FetchError(FluidError):
 
 class GradientError(FluidError):
     """A gradient was requested that cannot be built."""
+
+
+def unknown_name(kind: str, name: str, known: object,
+                 cls: type[UnknownNameError] = UnknownNameError) -> UnknownNameError:
+    """The error for a registry lookup that failed: names ``name``, suggests close
+    matches and lists every known name.  ``kind`` reads like "op type" or "pass"."""
+    import difflib
+
+    names = sorted(str(k) for k in known)  # type: ignore[attr-defined]
+    close = difflib.get_close_matches(name, names, n=3)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    return cls(f"unknown {kind} {name!r}.{hint} Known: {', '.join(names) or 'none'}")

@@ -8,12 +8,11 @@ with if/else chains.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import OpAttrError, ShapeError, UnknownOpError
+from ..errors import OpAttrError, ShapeError, UnknownOpError, unknown_name
 from . import attrs as _attrs
 from . import dtypes
 
@@ -165,11 +164,7 @@ def get_op(type: str) -> OpDef:
     try:
         return _REGISTRY[type]
     except KeyError:
-        close = difflib.get_close_matches(type, _REGISTRY, n=3)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise UnknownOpError(
-            f"unknown op type {type!r}.{hint} Known ops: {', '.join(sorted(_REGISTRY))}"
-        ) from None
+        raise unknown_name("op type", type, _REGISTRY, UnknownOpError) from None
 
 
 def has_op(type: str) -> bool:

@@ -35,8 +35,10 @@ def _load_fails(data: bytes, *words: str) -> str:
 
 
 def test_every_error_derives_from_fluid_error():
-    for name in errors.__all__:
-        assert issubclass(getattr(errors, name), errors.FluidError)
+    classes = [getattr(errors, n) for n in errors.__all__ if isinstance(getattr(errors, n), type)]
+    assert len(classes) >= 10
+    for cls in classes:
+        assert issubclass(cls, errors.FluidError)
 
 
 def test_truncated_program():
@@ -141,7 +143,7 @@ def test_misspelled_op_lists_known_ops():
     with pytest.raises(errors.UnknownOpError) as ei:
         get_op("matmull")
     msg = str(ei.value)
-    assert "matmull" in msg and "Known ops" in msg and "mul" in msg
+    assert "matmull" in msg and "Known:" in msg and "Did you mean" in msg and "mul" in msg
 
 
 def test_unknown_attribute_at_build_time():

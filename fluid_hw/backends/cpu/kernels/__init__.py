@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ....errors import UnknownOpError
+from ....errors import UnknownOpError, unknown_name
 
 if TYPE_CHECKING:
     from ..context import KernelContext
@@ -33,12 +32,8 @@ def get_kernel(op_type: str) -> Kernel:
     try:
         return _KERNELS[op_type]
     except KeyError:
-        close = difflib.get_close_matches(op_type, _KERNELS, n=3)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise UnknownOpError(
-            f"the CPU back end has no kernel for op {op_type!r}.{hint} "
-            f"Ops with CPU kernels: {', '.join(sorted(_KERNELS))}"
-        ) from None
+        raise unknown_name("op type for the CPU back end (no kernel)", op_type, _KERNELS,
+                           UnknownOpError) from None
 
 
 def all_kernels() -> dict[str, Kernel]:
