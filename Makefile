@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint proto bench clean
+.PHONY: demo test lint proto bench gpu-check clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -28,6 +28,11 @@ proto: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_cpu_executor.py
+
+# On a GPU machine (CuPy, numpy, protobuf, scikit-learn installed; no internet):
+# the `gpu` tests and the GPU benchmark, in one prepared command.
+gpu-check:
+	bash benchmarks/gpu_check.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -14,6 +14,7 @@ The names here follow PaddlePaddle Fluid 1.x so its users feel at home::
 
 from . import datasets, errors, ir
 from .backends.cpu import CPUPlace, CUDAPlace, Executor
+from .backends.cpu.parallel import BuildStrategy, CompiledProgram, ExecutionStrategy
 from .frontend import (
     backward,
     clip,
@@ -35,7 +36,7 @@ from .ir.scope import Scope, global_scope, scope_guard
 __version__ = "0.1.0"
 
 __all__ = [
-    "Block", "CPUPlace", "CUDAPlace", "Executor", "LayerHelper", "LoDTensor", "Operator",
+    "Block", "BuildStrategy", "CompiledProgram", "ExecutionStrategy", "CPUPlace", "CUDAPlace", "Executor", "LayerHelper", "LoDTensor", "Operator",
     "ParamAttr", "Parameter", "Program", "Scope", "Variable", "create_lod_tensor", "debugger",
     "default_main_program", "default_startup_program", "errors", "global_scope", "initializer",
     "io", "ir", "layers", "optimizer", "regularizer", "clip", "backward", "datasets",

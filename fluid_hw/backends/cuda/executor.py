@@ -1,0 +1,219 @@
+"""``Executor(CUDAPlace(i))``: programs run on a GPU.
+
+The scope keeps host (numpy) values, as every other part of fluid-hw expects;
+the executor keeps a device copy of each of them beside it (per scope):
+
+* persistable variables (and anything else the program reads but neither feeds
+  nor computes) are uploaded when the scope's value is not the object uploaded
+  last time (the first run after the startup program, a ``load_persistables``),
+  else reused on the device;
+* feeds are uploaded, fetches downloaded;
+* persistable variables the program writes (parameters after an update,
+  batch_norm's running statistics) are downloaded into the scope after the run;
+* every other value stays on the device.
+
+So host-device copies happen only at feed, fetch and for persistables.  How each
+op runs is in :mod:`.plan` and :mod:`.kernels`.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import ExecutionError, FeedError, FetchError, FluidError
+from ...ir.default_programs import default_main_program
+from ...ir.lod import LoDTensor
+from ...ir.program import Block, Program
+from ...ir.scope import Scope, global_scope
+from ...ir.verifier import verify_program
+from ..cpu.executor import Executor, FeedTarget, _check_feed, _target_name, _with_feed_fetch
+from ..cpu.place import CUDAPlace
+from .kernels import to_device_value, to_host_value
+from .plan import DevicePlan, plan_ops, run_plan
+from .runtime import CuPyRuntime, DeviceRuntime
+
+__all__ = ["CUDAExecutor"]
+
+
+@dataclass
+class _Prepared:
+    source: Program
+    version: int
+    plan: DevicePlan
+    feed: list[FeedTarget]
+    fetch: list[str]
+    reads: list[str]  # values taken from the scope (not fed, read before written)
+    writes: list[str]  # persistables written, downloaded after a run
+
+
+class _DeviceScope:
+    """The device copies kept for one user scope."""
+
+    def __init__(self) -> None:
+        self.scope = Scope()
+        self.uploaded: dict[str, int] = {}  # name -> id() of the host object uploaded
+        self.hosts: dict[str, Any] = {}  # keeps those objects alive so ids stay unique
+
+
+def program_io(block: Block, op_indices: Sequence[int], fed: set[str]
+               ) -> tuple[list[str], list[str]]:
+    """(values read from outside the ops, persistables they write), in op order."""
+    persist = {v.name for v in block.vars.values() if v.persistable}
+    written: set[str] = set()
+    reads: list[str] = []
+    writes: list[str] = []
+    for i in op_indices:
+        op = block.ops[i]
+        for n in op.input_arg_names:
+            if n not in written and n not in fed and n not in reads:
+                reads.append(n)
+        for n in op.output_arg_names:
+            written.add(n)
+            if n in persist and n not in writes:
+                writes.append(n)
+    return reads, writes
+
+
+class CUDAExecutor(Executor):
+    """Runs programs on one CUDA device (or, with ``runtime=HostShimRuntime()``, on
+    the host shim that runs the generated CUDA C as C++: how CI tests it).
+
+    ``fuse=False`` runs each elementwise op as its own kernel (for comparison).
+    ``host_op_runs`` counts ops that ran on the host (copies in and out).
+    """
+
+    def __init__(self, place: Any = None, seed: int | None = None,
+                 runtime: DeviceRuntime | None = None, fuse: bool = True) -> None:
+        place = place if place is not None else CUDAPlace(0)
+        super().__init__(place, seed)
+        self.runtime = runtime if runtime is not None else CuPyRuntime(
+            getattr(place, "device_id", 0))
+        self.fuse = fuse
+        self.host_op_runs: Counter[str] = Counter()
+        self._prepared: dict[tuple[Any, ...], _Prepared] = {}
+        self._sub_plans: dict[tuple[int, int], tuple[Program, int, DevicePlan]] = {}
+        self._device_scopes: weakref.WeakKeyDictionary[Scope, _DeviceScope] = \
+            weakref.WeakKeyDictionary()
+
+    def close(self) -> None:
+        super().close()
+        self._prepared.clear()
+        self._sub_plans.clear()
+        self._device_scopes = weakref.WeakKeyDictionary()
+
+    # -- preparation ---------------------------------------------------------------------
+    def prepare_device(self, program: Program, feed_names: Sequence[str],
+                       fetch_names: Sequence[str]) -> _Prepared:
+        key = (id(program), tuple(feed_names), tuple(fetch_names))
+        hit = self._prepared.get(key)
+        if hit is not None and hit.source is program and hit.version == program._version:
+            return hit
+        try:
+            verify_program(program)
+        except FluidError as e:
+            raise ExecutionError(f"program cannot run: {e}") from None
+        gb = program.global_block()
+        feed = []
+        for n in feed_names:
+            v = gb._find_var_recursive(n)
+            if v is None:
+                raise FeedError(f"feed {n!r} is not a variable of the program")
+            feed.append(FeedTarget.of(v))
+        for n in fetch_names:
+            if gb._find_var_recursive(n) is None:
+                raise FetchError(f"fetch target {n!r} is not a variable of the program's "
+                                 "global block")
+        # the CPU executor's program (feed ops in front: the same op indices, so seeded
+        # random ops draw the same numbers); feeding and fetching are done here
+        run_prog = _with_feed_fetch(program, list(feed_names), list(fetch_names), "feed",
+                                    "fetch")
+        rb = run_prog.global_block()
+        idx = [i for i, op in enumerate(rb.ops) if op.type not in ("feed", "fetch")]
+        plan = plan_ops(rb, idx, self, self.runtime, keep=fetch_names, fuse=self.fuse)
+        reads, writes = program_io(rb, idx, set(feed_names))
+        prep = _Prepared(program, program._version, plan, feed, list(fetch_names), reads,
+                         writes)
+        self._prepared[key] = prep
+        return prep
+
+    def run_block(self, block: Block, scope: Scope) -> None:
+        """A control-flow op's sub-block, on the device."""
+        program = block.program
+        key = (id(program), block.idx)
+        hit = self._sub_plans.get(key)
+        if hit is None or hit[0] is not program or hit[1] != program._version:
+            plan = plan_ops(block, range(len(block.ops)), self, self.runtime, fuse=self.fuse)
+            hit = (program, program._version, plan)
+            self._sub_plans[key] = hit
+        run_plan(hit[2], scope)
+
+    # -- running -------------------------------------------------------------------------
+    def run(
+        self,
+        program: Program | None = None,
+        feed: Mapping[str, Any] | None = None,
+        fetch_list: Sequence[Any] | None = None,
+        feed_var_name: str = "feed",
+        fetch_var_name: str = "fetch",
+        scope: Scope | None = None,
+        return_numpy: bool = True,
+        use_program_cache: bool = True,
+    ) -> list[Any]:
+        if program is None:
+            program = default_main_program()
+        runner = getattr(program, "_run_with", None)
+        if runner is not None:
+            return runner(self, feed=feed, fetch_list=fetch_list, scope=scope,
+                          return_numpy=return_numpy)
+        if not isinstance(program, Program):
+            raise ExecutionError(f"Executor.run expects a Program, got {type(program).__name__}")
+        feed = dict(feed or {})
+        fetch_names = [_target_name(f) for f in (fetch_list or [])]
+        scope = scope if scope is not None else global_scope()
+        if not use_program_cache:
+            self._prepared.clear()
+        prep = self.prepare_device(program, list(feed), fetch_names)
+        dev = self._device_scopes.get(scope)
+        if dev is None:
+            dev = self._device_scopes[scope] = _DeviceScope()
+        rt = self.runtime
+        with rt.activate():
+            self._upload_reads(prep, scope, dev)
+            for t in prep.feed:
+                dev.scope.vars[t.name] = to_device_value(_check_feed(t, feed[t.name]), rt)
+            run_plan(prep.plan, dev.scope)
+            out = []
+            for name in prep.fetch:
+                v = dev.scope.vars.get(name)
+                if v is None:
+                    v = scope.find_value(name)
+                    if v is None:
+                        raise FetchError(f"fetch target {name!r} was never computed")
+                host = to_host_value(v, rt)
+                if return_numpy:
+                    out.append(host.data if isinstance(host, LoDTensor) else host)
+                else:
+                    out.append(host if isinstance(host, LoDTensor) else LoDTensor(host))
+            for name in prep.writes:
+                v = dev.scope.vars.get(name)
+                if v is not None:
+                    host = to_host_value(v, rt)
+                    scope.vars[name] = host
+                    dev.uploaded[name] = id(host)
+                    dev.hosts[name] = host
+        return out
+
+    def _upload_reads(self, prep: _Prepared, scope: Scope, dev: _DeviceScope) -> None:
+        for name in prep.reads:
+            host = scope.find_value(name)
+            if host is None:
+                continue  # the op reading it reports the missing value
+            if dev.uploaded.get(name) == id(host) and name in dev.scope.vars:
+                continue
+            dev.scope.vars[name] = to_device_value(host, self.runtime)
+            dev.uploaded[name] = id(host)
+            dev.hosts[name] = host
