@@ -7,6 +7,7 @@ A program is verified and its ops bound to kernels once per program version
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,7 @@ from ...ir.lod import LoDTensor, check_lod
 from ...ir.program import Block, Program, Variable, VarType
 from ...ir.scope import Scope, global_scope
 from ...ir.verifier import verify_program
-from .context import KernelContext
+from .context import KernelContext, share_lod_plan, with_shared_lod
 from .kernels import get_kernel
 from .place import CPUPlace
 
@@ -44,6 +45,9 @@ def prepare_block(block: Block, executor: Any = None) -> PreparedBlock:
         except FluidError as e:
             raise ExecutionError(f"block {block.idx}, op #{i} ({op.type}): {e}") from None
         ctx = KernelContext(op, i, executor)
+        plan = share_lod_plan(op)
+        if plan is not None:
+            fn = with_shared_lod(fn, *plan)
         ops.append((fn, ctx))
         if "seed" in ctx.attrs:
             rand.append(ctx)
@@ -110,10 +114,28 @@ class _Prepared:
     feed_vars: list[FeedTarget]
     fetch_names: list[str]
     persistable_fetch: list[bool]
+    #: the global block's non-persistable tensor arrays: emptied at the start of each
+    #: run (Fluid creates them afresh in each run's local scope)
+    arrays: list[str] = field(default_factory=list)
+
+
+#: place type name -> "module:Executor class" of the back end that runs it
+PLACE_EXECUTORS: dict[str, str] = {
+    "CUDAPlace": "fluid_hw.backends.cuda.executor:CUDAExecutor",
+}
 
 
 class Executor:
     """Fluid's ``Executor``: ``exe.run(program, feed={...}, fetch_list=[...])``."""
+
+    def __new__(cls, place: Any = None, *args: Any, **kwargs: Any) -> Executor:
+        # Executor(CUDAPlace(i)) is the CUDA back end's executor: back ends are found
+        # by name (PLACE_EXECUTORS), so this reference back end imports none of them
+        spec = PLACE_EXECUTORS.get(type(place).__name__) if cls is Executor else None
+        if spec is not None:
+            module, _, name = spec.partition(":")
+            return super().__new__(getattr(importlib.import_module(module), name))
+        return super().__new__(cls)
 
     def __init__(self, place: Any = None, seed: int | None = None) -> None:
         self.place = place if place is not None else CPUPlace()
@@ -169,9 +191,11 @@ class Executor:
             persist.append(v.persistable)
         run_prog = _with_feed_fetch(program, list(feed_names), list(fetch_names),
                                     feed_var_name, fetch_var_name)
+        arrays = [v.name for v in gb.vars.values()
+                  if v.type == VarType.LOD_TENSOR_ARRAY and not v.persistable]
         prepared = _Prepared(program, program._version, run_prog,
                              prepare_block(run_prog.global_block(), self), feed_vars,
-                             list(fetch_names), persist)
+                             list(fetch_names), persist, arrays)
         self._cache[key] = prepared
         return prepared
 
@@ -206,6 +230,8 @@ class Executor:
             _check_feed(v, feed[v.name]) for v in prep.feed_vars
         ]
         scope.vars[fetch_var_name] = [None] * len(fetch_names)
+        for n in prep.arrays:
+            scope.vars[n] = []
         run_prepared_block(prep.main, scope, self.hooks)
         results = scope.vars[fetch_var_name]
         out: list[Any] = []

@@ -7,6 +7,7 @@ from . import (  # noqa: F401
     control_flow,
     distributed,
     elementwise,
+    extra,
     feed_fetch,
     fused,
     lod_array,

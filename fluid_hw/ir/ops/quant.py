@@ -1,1 +1,312 @@
-"""(op definitions: see the module docstring once filled in)"""
+"""Fixed-point ops: the golden model that FPGA hardware must match bit for bit.
+
+``fluid_hw.passes.quantize`` rewrites a float inference program into these ops
+(docs/fixed_point.md is the contract).  The CPU executor runs everything between
+the first ``quantize`` and the last ``dequantize`` with integer arithmetic only.
+This page is the complete specification; an RTL author needs nothing else.
+
+Notation: ``clamp(v, lo, hi) = min(max(v, lo), hi)``; all integer arithmetic is
+exact (Python-int semantics) unless a width is stated; ``>>`` is an arithmetic
+(sign-propagating) right shift, i.e. floor division by a power of two.
+
+=====================  ================================================================
+op                     exact arithmetic
+=====================  ================================================================
+``quantize``           float32 X -> Out (int8, uint8 or int16)
+                       ``q = clamp(round_half_even(float64(x) / float64(scale)), lo, hi)``
+                       with ``[lo, hi] = [-2^(bits-1), 2^(bits-1) - 1]`` (signed) or
+                       ``[0, 2^bits - 1]`` (unsigned, bits 8 only).  Host side (float in).
+``dequantize``         integer X -> float32 Out: ``float32(float64(x) * float64(s))``,
+                       ``s`` = the ``scale`` attribute, or ``Scale[c]`` (float32 tensor,
+                       channel ``c`` = index along ``axis``) when the Scale input is given.
+``quantized_fc``       X int8/int16 [N, K], W int8/int16 [K, C], Bias int32 [C]
+                       (optional) -> Out int32 [N, C]:
+                       ``out[n, c] = wrap32(sum_k x[n, k] * w[k, c] + bias[c])``.
+``quantized_conv2d``   Input int8/int16 [N, Cin, H, W], Filter int8/int16
+                       [M, Cin/g, kh, kw], Bias int32 [M] (optional) -> Output int32
+                       [N, M, OH, OW]: conv2d's geometry (strides, paddings, dilations,
+                       groups, padding_algorithm; see conv2d) with padding cells equal to
+                       integer 0, ``out[n, m, i, j] = wrap32(sum over the window and the
+                       group's input channels of x * w + bias[m])``.
+``requantize``         X int32 (channel axis 1), Multiplier int32 [C] or [1], Shift
+                       int32 [C] or [1] -> Out int8 (bits 8) or int16 (bits 16), per
+                       element with ``m = Multiplier[c]``, ``n = Shift[c]``:
+                       ``p = x * m`` (fits 47 bits signed: |x| < 2^31, 0 <= m < 2^15);
+                       ``r = (p + 2^(n-1)) >> n`` if ``n > 0`` else ``p`` (round half
+                       up, toward +inf: -2.5 -> -2, 2.5 -> 3);
+                       ``out = clamp(r, 0 if relu else -2^(bits-1), 2^(bits-1) - 1)``.
+                       Requires ``0 <= m <= 2^15 - 1`` and ``0 <= n <= 47``.
+``quantized_pool2d``   X int8/int16 [N, C, H, W] -> Out, same dtype; pool2d's window
+                       geometry.  max: the largest real cell (padding never wins; a
+                       window with no real cell, possible with ceil_mode, gives the
+                       dtype's lowest value).  avg: ``s`` = sum of the real cells,
+                       ``d`` = their count (``exclusive``) or kh * kw, ``out =
+                       floor((2 * s + d) / (2 * d))`` (round half up); global_pooling
+                       pools all H x W cells (d = H * W).
+``relu`` on integers   ``max(x, 0)`` (the ordinary relu op; its kernel is exact on ints)
+``reshape2``,          data movement only (the ordinary ops, on integer tensors)
+``flatten2``,
+``transpose2``
+=====================  ================================================================
+
+``wrap32(v)``: ``v`` reduced to two's-complement int32 (``((v + 2^31) mod 2^32) -
+2^31``), what a 32-bit accumulator computes.  The quantisation pass checks
+``K * max|w| * max|x| + max|bias| < 2^31`` for every layer, so it never wraps in
+the programs it makes.
+
+Real values: an integer tensor ``q`` with scale ``s`` stands for ``q * s``.  The
+accumulator of a quantised layer has scale ``in_scale * weight_scale[c]``; the
+requantize Multiplier/Shift approximate ``in_scale * weight_scale[c] / out_scale`` by
+``m * 2^-n``.  Those scales are recorded as (informational) attributes: nothing in
+the arithmetic above reads them.
+"""
+
+from __future__ import annotations
+
+from .. import dtypes
+from ..registry import Attr, InferContext, Slot, define_op
+from .common import merge_dim
+from .nn import _CONV_ATTRS, PADDING_ALGORITHMS, _check_ints, _geometry, attr_fail
+
+VarType = dtypes.VarType
+
+#: integer dtypes an activation may have inside the quantised region
+ACTIVATION_DTYPES = frozenset({VarType.INT8, VarType.UINT8, VarType.INT16})
+#: weight bits -> storage dtype (int4 weights are stored in int8, values in [-7, 7])
+WEIGHT_DTYPE = {4: VarType.INT8, 8: VarType.INT8, 16: VarType.INT16}
+
+#: requantize: the multiplier's largest value and the shift's range (docs/fixed_point.md)
+MULTIPLIER_MAX = 2**15 - 1
+SHIFT_MAX = 47
+
+
+def int_range(bits: int, signed: bool = True) -> tuple[int, int]:
+    """``[lo, hi]`` of a ``bits``-wide integer."""
+    return (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2**bits - 1)
+
+
+def quantized_dtype(bits: int, signed: bool = True) -> int:
+    """The VarType holding ``bits``-wide activations."""
+    if signed:
+        return {8: VarType.INT8, 16: VarType.INT16}[bits]
+    if bits == 8:
+        return VarType.UINT8
+    raise ValueError(f"unsigned {bits}-bit integers have no tensor dtype; use signed=True "
+                     "or bits=8")
+
+
+def _check_dtype(ctx: InferContext, slot: str, allowed: frozenset[int], what: str) -> None:
+    v = ctx.input_var(slot)
+    ctx.check(v.dtype in allowed, f"input {slot} must be {what}, got {v.dtype_name}")
+
+
+def _check_weight(ctx: InferContext, slot: str) -> None:
+    bits = ctx.attr("weight_bits")
+    want = WEIGHT_DTYPE[bits]
+    v = ctx.input_var(slot)
+    ctx.check(v.dtype == want, f"{slot} holds {bits}-bit weights, so it must be "
+              f"{dtypes.name(want)}; got {v.dtype_name}")
+
+
+def _check_bias(ctx: InferContext, channels: int) -> None:
+    if not ctx.has_input("Bias"):
+        return
+    bs = ctx.input_shape("Bias")
+    ctx.check(ctx.input_dtype("Bias") == VarType.INT32,
+              f"Bias must be int32, got {ctx.input_var('Bias').dtype_name}")
+    ctx.check(len(bs) == 1 and merge_dim(bs[0], channels) is not None,
+              f"Bias must have shape [{channels}], got {bs}")
+
+
+_SCALE_ATTRS = (
+    Attr("in_scale", "float", 0.0, doc="informational: the input's scale (0: unknown)"),
+    Attr("weight_scale", "floats", [],
+         doc="informational: per-output-channel (or one) weight scales"),
+    Attr("weight_bits", "int", 8, allowed=(4, 8, 16),
+         doc="weights' width: 4 and 8 are stored in int8, 16 in int16"),
+)
+
+
+# -- quantize / dequantize ---------------------------------------------------------
+
+@define_op(
+    "quantize", [Slot("X", doc="float32")], [Slot("Out", doc="int8, uint8 or int16")],
+    [Attr("scale", "float", doc="real value of one integer step (> 0)"),
+     Attr("bits", "int", 8, allowed=(8, 16)),
+     Attr("signed", "bool", True, doc="False: unsigned (bits 8 only)")],
+    doc="Out = clamp(round_half_even(float64(X) / scale), lo, hi): the entry of the "
+    "quantised region (see the module docstring).  X must be finite.",
+)
+def _infer_quantize(ctx: InferContext) -> None:
+    _check_dtype(ctx, "X", dtypes.FLOAT_DTYPES, "float")
+    if not ctx.attr("scale") > 0:
+        attr_fail(ctx, f"scale must be > 0, got {ctx.attr('scale')}")
+    try:
+        dt = quantized_dtype(ctx.attr("bits"), ctx.attr("signed"))
+    except ValueError as e:
+        attr_fail(ctx, str(e))
+    x = ctx.input_var("X")
+    ctx.set_output("Out", x.shape, dt, lod_level=x.lod_level)
+
+
+@define_op(
+    "dequantize",
+    [Slot("X", doc="an integer tensor"),
+     Slot("Scale", dispensable=True, doc="float32 [C]: per-channel scales along `axis`")],
+    [Slot("Out", doc="float32")],
+    [Attr("scale", "float", 1.0, doc="used when there is no Scale input"),
+     Attr("axis", "int", 1, doc="the channel axis of the Scale input")],
+    doc="Out = float32(float64(X) * scale) (or * Scale[c]): the exit of the quantised "
+    "region.",
+)
+def _infer_dequantize(ctx: InferContext) -> None:
+    _check_dtype(ctx, "X", dtypes.INT_DTYPES, "an integer tensor")
+    x = ctx.input_var("X")
+    if ctx.has_input("Scale"):
+        axis = ctx.attr("axis")
+        ctx.check(0 <= axis < len(x.shape), f"axis {axis} out of range for X {list(x.shape)}")
+        ss = ctx.input_shape("Scale")
+        ctx.check(len(ss) == 1 and merge_dim(ss[0], x.shape[axis]) is not None,
+                  f"Scale must have shape [{x.shape[axis]}] (X's axis {axis}), got {ss}")
+        _check_dtype(ctx, "Scale", frozenset({VarType.FP32}), "float32")
+    elif not ctx.attr("scale") > 0:
+        attr_fail(ctx, f"scale must be > 0, got {ctx.attr('scale')}")
+    ctx.set_output("Out", x.shape, VarType.FP32, lod_level=x.lod_level)
+
+
+# -- quantized_fc / quantized_conv2d ------------------------------------------------
+
+@define_op(
+    "quantized_fc",
+    [Slot("X", doc="int8/int16 [N, K]"), Slot("W", doc="int8/int16 [K, C]"),
+     Slot("Bias", dispensable=True, doc="int32 [C]")],
+    [Slot("Out", doc="int32 [N, C]")],
+    _SCALE_ATTRS,
+    doc="Out[n, c] = wrap32(sum_k X[n, k] * W[k, c] + Bias[c]) (see the module docstring).",
+)
+def _infer_quantized_fc(ctx: InferContext) -> None:
+    _check_dtype(ctx, "X", ACTIVATION_DTYPES, "int8, uint8 or int16")
+    _check_weight(ctx, "W")
+    xs, ws = ctx.input_shape("X"), ctx.input_shape("W")
+    ctx.check(len(xs) == 2, f"X must be 2-D [N, K] (flatten2 it first), got shape {xs}")
+    ctx.check(len(ws) == 2, f"W must be 2-D [K, C], got shape {ws}")
+    ctx.check(merge_dim(xs[1], ws[0]) is not None,
+              f"X has {xs[1]} columns, W {ws} has {ws[0]} rows")
+    _check_bias(ctx, ws[1])
+    ctx.set_output("Out", [xs[0], ws[1]], VarType.INT32,
+                   lod_level=ctx.input_var("X").lod_level)
+
+
+@define_op(
+    "quantized_conv2d",
+    [Slot("Input", doc="int8/int16 [N, C, H, W]"),
+     Slot("Filter", doc="int8/int16 [M, C/groups, kh, kw]"),
+     Slot("Bias", dispensable=True, doc="int32 [M]")],
+    [Slot("Output", doc="int32 [N, M, OH, OW]")],
+    [*_CONV_ATTRS, *_SCALE_ATTRS],
+    doc="conv2d on integers with int32 accumulators, plus Bias[m] (see the module "
+    "docstring); conv2d's attributes and output geometry.",
+)
+def _infer_quantized_conv2d(ctx: InferContext) -> None:
+    _check_dtype(ctx, "Input", ACTIVATION_DTYPES, "int8, uint8 or int16")
+    _check_weight(ctx, "Filter")
+    xs, ws = ctx.input_shape("Input"), ctx.input_shape("Filter")
+    ctx.check(len(xs) == 4, f"Input must be 4-D NCHW, got shape {xs}")
+    ctx.check(len(ws) == 4, f"Filter must be 4-D [M, C/groups, kh, kw], got shape {ws}")
+    strides = _check_ints(ctx, "strides", 2, 1)
+    dilations = _check_ints(ctx, "dilations", 2, 1)
+    paddings = _check_ints(ctx, "paddings", (2, 4), 0)
+    groups = ctx.attr("groups")
+    if groups < 1:
+        attr_fail(ctx, f"groups must be >= 1, got {groups}")
+    m, cg, kh, kw = ws
+    c = xs[1]
+    ctx.check(c == -1 or cg == -1 or c == cg * groups,
+              f"input has {c} channels, filter expects {cg * groups} "
+              f"({cg} per group x groups={groups})")
+    ctx.check(m == -1 or m % groups == 0,
+              f"the {m} filters (Filter {ws}) do not split into groups={groups}")
+    if kh == -1 or kw == -1:
+        out_hw = [-1, -1]
+    else:
+        out_hw, _, _ = _geometry(ctx, xs[2:], [kh, kw], strides, paddings, dilations,
+                                 ctx.attr("padding_algorithm"))
+    _check_bias(ctx, m)
+    ctx.set_output("Output", [xs[0], m, *out_hw], VarType.INT32)
+
+
+# -- requantize ------------------------------------------------------------------
+
+@define_op(
+    "requantize",
+    [Slot("X", doc="int32, channel axis 1"),
+     Slot("Multiplier", doc=f"int32 [C] or [1], each in [0, {MULTIPLIER_MAX}]"),
+     Slot("Shift", doc=f"int32 [C] or [1], each in [0, {SHIFT_MAX}]")],
+    [Slot("Out", doc="int8 (bits 8) or int16 (bits 16)")],
+    [Attr("relu", "bool", False, doc="clamp at 0 from below (a folded ReLU)"),
+     Attr("bits", "int", 8, allowed=(8, 16)),
+     Attr("out_scale", "float", 0.0, doc="informational: Out's scale (0: unknown)"),
+     Attr("in_scale", "floats", [],
+          doc="informational: X's scale per channel (in_scale * weight_scale[c])")],
+    doc="Out = clamp(((X * m) + 2^(n-1)) >> n, 0 or -2^(bits-1), 2^(bits-1) - 1) per "
+    "channel (see the module docstring): round half up, saturating.",
+)
+def _infer_requantize(ctx: InferContext) -> None:
+    _check_dtype(ctx, "X", frozenset({VarType.INT32}), "int32")
+    xs = ctx.input_shape("X")
+    ctx.check(len(xs) >= 2, f"X must have rank >= 2 (channel axis 1), got shape {xs}")
+    for slot in ("Multiplier", "Shift"):
+        _check_dtype(ctx, slot, frozenset({VarType.INT32}), "int32")
+        s = ctx.input_shape(slot)
+        ctx.check(len(s) == 1 and (s[0] == 1 or merge_dim(s[0], xs[1]) is not None),
+                  f"{slot} must have shape [1] or [{xs[1]}] (X's channels), got {s}")
+    x = ctx.input_var("X")
+    ctx.set_output("Out", xs, quantized_dtype(ctx.attr("bits")), lod_level=x.lod_level)
+
+
+# -- quantized_pool2d ---------------------------------------------------------------
+
+@define_op(
+    "quantized_pool2d", [Slot("X", doc="int8/int16 [N, C, H, W]")],
+    [Slot("Out", doc="X's dtype, [N, C, OH, OW]")],
+    [
+        Attr("pooling_type", "string", "max", allowed=("max", "avg")),
+        Attr("ksize", "ints", doc="[kh, kw]"),
+        Attr("global_pooling", "bool", False, doc="pool the whole H x W"),
+        Attr("strides", "ints", [1, 1]),
+        Attr("paddings", "ints", [0, 0], doc="[pad_h, pad_w] or [top, bottom, left, right]"),
+        Attr("exclusive", "bool", True, doc="avg: divide by the real cells only"),
+        Attr("ceil_mode", "bool", False),
+        Attr("padding_algorithm", "string", "EXPLICIT", allowed=PADDING_ALGORITHMS),
+        Attr("data_format", "string", "NCHW", allowed=("NCHW", "AnyLayout")),
+    ],
+    doc="Integer max / average pooling with pool2d's geometry; avg rounds half up "
+    "(see the module docstring).  Scale-preserving: Out has X's scale.",
+)
+def _infer_quantized_pool2d(ctx: InferContext) -> None:
+    _check_dtype(ctx, "X", ACTIVATION_DTYPES, "int8, uint8 or int16")
+    xs = ctx.input_shape("X")
+    ctx.check(len(xs) == 4, f"X must be 4-D NCHW, got shape {xs}")
+    if ctx.attr("global_pooling"):
+        out_hw = [1, 1]
+    else:
+        ksize = _check_ints(ctx, "ksize", 2, 1)
+        _check_ints(ctx, "paddings", (2, 4), 0)
+        strides = _check_ints(ctx, "strides", 2, 1)
+        out_hw, _, _ = _geometry(ctx, xs[2:], ksize, strides, ctx.attr("paddings"),
+                                 algorithm=ctx.attr("padding_algorithm"),
+                                 ceil_mode=ctx.attr("ceil_mode"))
+    ctx.set_output("Out", [xs[0], xs[1], *out_hw], ctx.input_dtype("X"))
+
+
+def _declare_grads() -> None:
+    from ..grad import no_grad
+
+    no_grad("integer", "quantize", "dequantize", "quantized_fc", "quantized_conv2d",
+            "requantize", "quantized_pool2d")
+
+
+_declare_grads()
+
+__all__ = ["ACTIVATION_DTYPES", "MULTIPLIER_MAX", "SHIFT_MAX", "WEIGHT_DTYPE", "int_range",
+           "quantized_dtype"]

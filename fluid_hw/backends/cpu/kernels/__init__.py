@@ -54,6 +54,7 @@ def _load() -> None:
             compare,
             control_flow,
             elementwise,
+            extra,
             feed_fetch,
             fused,
             lod_array,

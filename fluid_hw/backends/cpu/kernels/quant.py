@@ -1,1 +1,132 @@
-"""(CPU kernels: see the module docstring once filled in)"""
+"""Fixed-point kernels: the golden model (the arithmetic is specified in ir/ops/quant.py).
+
+Inside the quantised region (quantized_fc, quantized_conv2d, requantize,
+quantized_pool2d) only integer numpy arithmetic runs: int64 products and sums,
+floor division by powers of two, integer comparisons.  Int64 holds every
+intermediate exactly (products < 2^46, sums of < 2^17 of them), and the final
+``astype(int32)`` reduces modulo 2^32, which is the 32-bit accumulator's
+wrap-around.  Only ``quantize`` (float in) and ``dequantize`` (float out), the
+region's boundary, touch floats.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ....ir.ops.quant import MULTIPLIER_MAX, SHIFT_MAX, int_range
+from ..context import KernelContext
+from . import register_kernel
+from .nn import _avg_counts, _conv_cols, _pad_hw, _pool_geometry, _windows
+
+I64 = np.int64
+
+
+def _wrap32(acc: np.ndarray) -> np.ndarray:
+    """Two's-complement int32 of exact int64 sums (numpy's astype reduces mod 2^32)."""
+    return acc.astype(np.int32)
+
+
+@register_kernel("quantize")
+def quantize(ctx: KernelContext) -> None:
+    x, lod = ctx.input_with_lod("X")
+    a = ctx.attrs
+    if not np.isfinite(x).all():
+        bad = np.argwhere(~np.isfinite(x))[0].tolist()
+        raise ValueError(f"X holds a non-finite value at index {bad}; quantize needs finite "
+                         "input")
+    lo, hi = int_range(a["bits"], a["signed"])
+    q = np.rint(x.astype(np.float64) / np.float64(a["scale"]))  # rint: round half to even
+    ctx.set_output("Out", np.clip(q, lo, hi).astype(ctx.output_dtype("Out")), lod=lod)
+
+
+@register_kernel("dequantize")
+def dequantize(ctx: KernelContext) -> None:
+    x, lod = ctx.input_with_lod("X")
+    if ctx.has_input("Scale"):
+        shape = [1] * x.ndim
+        axis = ctx.attrs["axis"]
+        shape[axis] = x.shape[axis]
+        scale = ctx.input("Scale").astype(np.float64).reshape(shape)
+    else:
+        scale = np.float64(ctx.attrs["scale"])
+    ctx.set_output("Out", (x.astype(np.float64) * scale).astype(np.float32), lod=lod)
+
+
+@register_kernel("quantized_fc")
+def quantized_fc(ctx: KernelContext) -> None:
+    (x, lod), w = ctx.input_with_lod("X"), ctx.input("W")
+    acc = x.astype(I64) @ w.astype(I64)
+    if ctx.has_input("Bias"):
+        acc += ctx.input("Bias").astype(I64).reshape(1, -1)
+    ctx.set_output("Out", _wrap32(acc), lod=lod)
+
+
+@register_kernel("quantized_conv2d")
+def quantized_conv2d(ctx: KernelContext) -> None:
+    """im2col (padding cells are integer 0) and one int64 matmul per group."""
+    x, w = ctx.input("Input"), ctx.input("Filter")
+    n = x.shape[0]
+    m, cg, kh, kw = w.shape
+    g = ctx.attrs["groups"]
+    cols, (oh, ow), _, _ = _conv_cols(x, w, ctx.attrs)
+    wmat = w.astype(I64).reshape(g, m // g, cg * kh * kw).transpose(0, 2, 1)
+    acc = np.matmul(cols.astype(I64), wmat)  # [g, N*OH*OW, M/g]
+    acc = acc.reshape(g, n, oh, ow, m // g).transpose(1, 0, 4, 2, 3).reshape(n, m, oh, ow)
+    if ctx.has_input("Bias"):
+        acc = acc + ctx.input("Bias").astype(I64).reshape(1, m, 1, 1)
+    ctx.set_output("Output", np.ascontiguousarray(_wrap32(acc)))
+
+
+def _per_channel(v: np.ndarray, x: np.ndarray, what: str, lo: int, hi: int) -> np.ndarray:
+    """Multiplier/Shift as int64 broadcastable along x's axis 1, range-checked."""
+    if v.size not in (1, x.shape[1]):
+        raise ValueError(f"{what} has {v.size} values; X has {x.shape[1]} channels "
+                         "(give 1 or one per channel)")
+    bad = (v < lo) | (v > hi)
+    if bad.any():
+        i = int(np.argmax(bad.reshape(-1)))
+        raise ValueError(f"{what}[{i}] is {int(v.reshape(-1)[i])}, outside [{lo}, {hi}] "
+                         "(docs/fixed_point.md)")
+    shape = [1] * x.ndim
+    shape[1] = v.size
+    return v.astype(I64).reshape(shape)
+
+
+@register_kernel("requantize")
+def requantize(ctx: KernelContext) -> None:
+    x, lod = ctx.input_with_lod("X")
+    a = ctx.attrs
+    m = _per_channel(ctx.input("Multiplier"), x, "Multiplier", 0, MULTIPLIER_MAX)
+    n = _per_channel(ctx.input("Shift"), x, "Shift", 0, SHIFT_MAX)
+    p = x.astype(I64) * m
+    half = np.where(n > 0, np.left_shift(I64(1), np.maximum(n - 1, 0)), I64(0))
+    r = np.floor_divide(p + half, np.left_shift(I64(1), n))  # (p + 2^(n-1)) >> n; n = 0: p
+    lo, hi = int_range(a["bits"])
+    out = np.clip(r, 0 if a["relu"] else lo, hi)
+    ctx.set_output("Out", out.astype(ctx.output_dtype("Out")), lod=lod)
+
+
+@register_kernel("quantized_pool2d")
+def quantized_pool2d(ctx: KernelContext) -> None:
+    x = ctx.input("X")
+    a = ctx.attrs
+    is_max = a["pooling_type"] == "max"
+    low = np.iinfo(x.dtype).min
+    if a["global_pooling"]:
+        if is_max:
+            out = x.max(axis=(2, 3), keepdims=True)
+        else:
+            s = x.astype(I64).sum(axis=(2, 3), keepdims=True)
+            d = I64(x.shape[2] * x.shape[3])
+            out = np.floor_divide(2 * s + d, 2 * d)
+        ctx.set_output("Out", out.astype(x.dtype))
+        return
+    ksize, strides, out_hw, pads = _pool_geometry(x.shape[2:], a)
+    if is_max:  # padding holds the dtype's lowest value: it never wins over a real cell
+        out = _windows(_pad_hw(x, pads, low), ksize, strides, [1, 1], out_hw).max(axis=(-2, -1))
+    else:
+        win = _windows(_pad_hw(x.astype(I64), pads, 0), ksize, strides, [1, 1], out_hw)
+        s = win.sum(axis=(-2, -1))
+        d = _avg_counts(a, x.shape[2:], ksize, strides, out_hw, pads, np.dtype(I64))
+        out = np.floor_divide(2 * s + d, 2 * d)  # round half up
+    ctx.set_output("Out", out.astype(x.dtype))

@@ -1,0 +1,611 @@
+"""Post-training quantisation: a float inference program -> a fixed-point program.
+
+    qprog = quantize(program, calibration_batches, QuantConfig(),
+                     scope=scope, executor=fluid_hw.Executor(), fetch_names=["prob"])
+
+The arithmetic is docs/fixed_point.md, implemented by the ops in
+``fluid_hw/ir/ops/quant.py`` (the golden model).  Steps:
+
+1. **Float clean-up**: prune to the fetch targets (test mode), remove identities,
+   fold batch norms into convolutions, fuse fc and conv+bias+act
+   (``QuantConfig.fuse``).  Nothing is changed in the input program.
+2. **Calibration**: the float program runs on the calibration batches (through the
+   duck-typed ``executor``: ``run(program, feed=, fetch_list=, scope=)``) and an
+   observer records each float activation's range: ``max`` (largest |x|) or
+   ``percentile`` (that percentile of |x|, clipping outliers).
+3. **Rewrite**: every *layer* -- ``fc`` / ``mul`` (activation none or relu,
+   in_num_col_dims 1), ``conv2d`` / ``depthwise_conv2d`` / ``conv2d_fusion``
+   (identity or relu) with persistable weights -- becomes ``quantized_fc`` or
+   ``quantized_conv2d`` (int32 accumulator) + ``requantize`` (int8/int16 out; a
+   relu, of the layer or the op right after it, becomes the lower clamp rail).
+   ``relu``, max/avg ``pool2d``, ``reshape2``, ``flatten2``, ``transpose2`` on a
+   quantised value stay integer (``quantized_pool2d`` for pooling) and keep its
+   scale.  A float value entering a layer goes through ``quantize``; a quantised
+   value a float op (softmax...) or a fetch needs comes out through
+   ``dequantize``, under its old name.
+
+Scales (all float32 values, so the program's attributes reproduce every integer
+exactly), where they live:
+
+=========================  ====================================================
+what                       where
+=========================  ====================================================
+activation scale ``s``     ``quantize.scale``, ``requantize.out_scale``,
+                           ``dequantize.scale``; ``s = range / (2^(bits-1) - 1)``
+input scale of a layer     ``quantized_*.in_scale``
+weight scales ``s_w[c]``   ``quantized_*.weight_scale`` (one per output channel,
+                           or one); ``s_w = max|W[c]| / (2^(wbits-1) - 1)``
+accumulator scales         ``requantize.in_scale`` (``in_scale * s_w[c]``)
+integer weights            persistable ``<W>.int8`` (int16 for 16-bit; int4 in int8)
+integer bias               persistable ``<b>.int32``: ``round_half_even(b / (s_in s_w))``
+multiplier / shift         persistable int32 ``<out>.multiplier`` / ``<out>.shift``
+=========================  ====================================================
+
+New persistable values are written into ``scope`` (nothing there is
+overwritten); the returned program is an ordinary verifiable, serialisable
+Program that ``io.save_inference_model`` saves from that scope.
+
+An op with no fixed-point definition *inside* the region (it reads a quantised
+value and a later layer depends on what it computes) raises
+:class:`QuantizationError` naming it and the two ways out:
+``QuantConfig(float_fallback=True)`` (float island: dequantize before it,
+quantize after) or ``QuantConfig(exclude=[its type or output name])``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import FluidError
+from ..ir import dtypes
+from ..ir.ops.quant import MULTIPLIER_MAX, SHIFT_MAX, WEIGHT_DTYPE, quantized_dtype
+from ..ir.program import Block, Operator, Program, VarType
+from ..ir.scope import Scope
+from ..ir.verifier import verify_program
+from ._graph import (
+    BlockGraph,
+    OpSpec,
+    add_param,
+    fetch_targets,
+    fresh_name,
+    op_access,
+    rebuild_block,
+    remove_unused_vars,
+)
+from .base import ParamStore, PassContext, PassError, Runner, get_value
+from .manager import PassManager, fixpoint
+
+__all__ = ["QuantConfig", "QuantizationError", "quantization_report", "quantize",
+           "quantized_region", "requant_params"]
+
+LAYER_OPS = ("fc", "mul", "conv2d", "depthwise_conv2d", "conv2d_fusion")
+PASSTHROUGH_OPS = ("relu", "pool2d", "reshape2", "flatten2", "transpose2")
+#: ops that only exist inside a quantised region
+QUANT_OPS = ("quantized_fc", "quantized_conv2d", "requantize", "quantized_pool2d")
+_CONV_ATTR_NAMES = ("strides", "paddings", "dilations", "groups", "padding_algorithm",
+                    "data_format")
+_POOL_ATTR_NAMES = ("pooling_type", "ksize", "global_pooling", "strides", "paddings",
+                    "exclusive", "ceil_mode", "padding_algorithm", "data_format")
+_SUPPORTED = ("fc / mul (activation none or relu, in_num_col_dims 1), conv2d / "
+              "depthwise_conv2d / conv2d_fusion (activation identity or relu), relu, max or "
+              "avg pool2d (not adaptive), reshape2, flatten2, transpose2")
+
+
+class QuantizationError(PassError):
+    """The program cannot be quantised as asked; the message names the op and the options."""
+
+
+@dataclass(frozen=True)
+class QuantConfig:
+    """How to quantise.
+
+    * ``weight_bits``: 8 (default), 4 (stored in int8, values in [-7, 7]) or 16;
+    * ``activation_bits``: 8 (default) or 16;
+    * ``per_channel``: one weight scale per output channel (default) or one per tensor;
+    * ``observer``: ``"max"`` or ``"percentile"`` (of |x|, ``percentile``) for activations;
+    * ``exclude``: op types or output variable names to keep in float;
+    * ``float_fallback``: unsupported ops inside the region become float islands
+      instead of raising :class:`QuantizationError`;
+    * ``fuse``: run the float fusion passes first (conv+bn, fc, conv+bias+act).
+    """
+
+    weight_bits: int = 8
+    activation_bits: int = 8
+    per_channel: bool = True
+    observer: str = "max"
+    percentile: float = 99.99
+    exclude: tuple[str, ...] = ()
+    float_fallback: bool = False
+    fuse: bool = True
+
+    def __post_init__(self) -> None:
+        if self.weight_bits not in WEIGHT_DTYPE:
+            raise QuantizationError(f"weight_bits={self.weight_bits}: use 4, 8 or 16")
+        if self.activation_bits not in (8, 16):
+            raise QuantizationError(f"activation_bits={self.activation_bits}: use 8 or 16")
+        if self.observer not in ("max", "percentile"):
+            raise QuantizationError(f"observer={self.observer!r}: use 'max' or 'percentile'")
+        if not 0 < self.percentile <= 100:
+            raise QuantizationError(f"percentile={self.percentile} must be in (0, 100]")
+        object.__setattr__(self, "exclude", tuple(self.exclude))
+
+
+# -- integer helpers (docs/fixed_point.md) ------------------------------------------------
+
+def qmax(bits: int) -> int:
+    """Largest magnitude used: 2^(bits-1) - 1 (weights never use -2^(bits-1))."""
+    return 2 ** (bits - 1) - 1
+
+
+def round_half_even(x: np.ndarray | float) -> np.ndarray:
+    return np.rint(np.asarray(x, np.float64))
+
+
+def requant_params(multiplier: float) -> tuple[int, int]:
+    """``(m, n)`` with ``m * 2^-n`` ~ ``multiplier``: ``n = floor(log2((2^15 - 1) / M))``
+    (computed exactly: the largest n with ``M * 2^n <= 2^15 - 1``), capped to [0, 47];
+    ``m = round_half_even(M * 2^n)``."""
+    big = float(multiplier)
+    if not (math.isfinite(big) and big >= 0):
+        raise QuantizationError(f"requantisation multiplier {big} is not a finite value >= 0")
+    if big == 0:
+        return 0, 0
+    n = math.floor(math.log2(MULTIPLIER_MAX / big))
+    while n < SHIFT_MAX and big * 2.0 ** (n + 1) <= MULTIPLIER_MAX:
+        n += 1
+    while n > 0 and big * 2.0**n > MULTIPLIER_MAX:
+        n -= 1
+    n = min(max(n, 0), SHIFT_MAX)
+    m = int(round_half_even(big * 2.0**n))
+    if m > MULTIPLIER_MAX:
+        raise QuantizationError(
+            f"requantisation multiplier {big:.6g} is too large for m < 2^15 even with no "
+            "shift: the output scale is far smaller than input scale x weight scale")
+    return m, n
+
+
+def _f32(x: Any) -> np.ndarray:
+    return np.asarray(x, np.float32)
+
+
+# -- observers -------------------------------------------------------------------------
+
+class _MaxObserver:
+    def __init__(self) -> None:
+        self.amax = 0.0
+
+    def update(self, a: np.ndarray) -> None:
+        if a.size:
+            self.amax = max(self.amax, float(np.max(np.abs(a))))
+
+    def value(self) -> float:
+        return self.amax
+
+
+class _PercentileObserver:
+    def __init__(self, pct: float) -> None:
+        self.pct = pct
+        self.parts: list[np.ndarray] = []
+
+    def update(self, a: np.ndarray) -> None:
+        self.parts.append(np.abs(a, dtype=np.float32).reshape(-1))
+
+    def value(self) -> float:
+        if not self.parts:
+            return 0.0
+        return float(np.percentile(np.concatenate(self.parts), self.pct))
+
+
+def _calibrate(fp: Program, batches: Sequence[Mapping[str, np.ndarray]], cfg: QuantConfig,
+               scope: ParamStore, executor: Runner) -> dict[str, float]:
+    gb = fp.global_block()
+    names: list[str] = []
+    for n, v in gb.vars.items():
+        if v.type == VarType.LOD_TENSOR and not v.persistable and dtypes.is_float(v.dtype):
+            names.append(n)
+    g = BlockGraph(fp, PassContext())
+    names = [n for n in names if n in g.producers or n in g.consumers]
+    feeds = [n for n in batches[0] if gb.has_var(n) and n in g.consumers]
+    if isinstance(scope, Scope):
+        run_scope = Scope(scope)
+    else:
+        run_scope = Scope()
+        run_scope.vars.update(scope)
+    obs = {n: (_MaxObserver() if cfg.observer == "max" else _PercentileObserver(cfg.percentile))
+           for n in names}
+    for b in batches:
+        vals = executor.run(fp, feed={k: b[k] for k in feeds}, fetch_list=names,
+                            scope=run_scope)
+        for n, v in zip(names, vals):
+            arr = np.asarray(v)
+            if not np.isfinite(arr).all():
+                raise QuantizationError(f"calibration: variable {n!r} took a non-finite value; "
+                                        "check the model and the calibration data")
+            obs[n].update(arr)
+    return {n: o.value() for n, o in obs.items()}
+
+
+# -- planning ------------------------------------------------------------------------------
+
+@dataclass
+class _Layer:
+    op: Operator
+    x: str  # float input
+    w: str
+    b: str | None
+    out: str  # float output after a folded relu
+    relu: bool
+    consumed: list[int]  # op indices this layer replaces (itself, a folded relu)
+
+
+class _Quantizer:
+    def __init__(self, fp: Program, cfg: QuantConfig, scope: ParamStore,
+                 ranges: dict[str, float], targets: list[str]) -> None:
+        self.fp = fp
+        self.cfg = cfg
+        self.scope = scope
+        self.ranges = ranges
+        self.targets = targets
+        self.block: Block = fp.global_block()
+        self.graph = BlockGraph(fp, PassContext(fetch_names=targets))
+        self.abits = cfg.activation_bits
+        self.adtype = quantized_dtype(self.abits)
+        self.qvars: dict[str, tuple[str, np.float32]] = {}  # float name -> (int name, scale)
+        self.has_float: set[str] = set()  # float names a float op or feed still provides
+        self.items: list[Any] = []
+        self.replaced: set[str] = set()
+
+    # -- classification
+    def excluded(self, op: Operator) -> bool:
+        return op.type in self.cfg.exclude or any(n in self.cfg.exclude
+                                                  for n in op.output_arg_names)
+
+    def _param(self, name: str | None) -> bool:
+        return name is None or self.graph.is_constant_param(name, self.scope)
+
+    def layer(self, i: int) -> _Layer | None:
+        op = self.block.ops[i]
+        if op.type not in LAYER_OPS or self.excluded(op):
+            return None
+        t = op.type
+        if t in ("fc", "mul"):
+            x = op.input("Input" if t == "fc" else "X")[0]
+            w = op.input("W" if t == "fc" else "Y")[0]
+            b = (op.input("Bias") or [None])[0] if t == "fc" else None
+            k = op.attr("in_num_col_dims" if t == "fc" else "x_num_col_dims")
+            act = op.attr("activation_type") if t == "fc" else ""
+            out = op.output("Out")[0]
+            wv = self.graph.var(w)
+            if k != 1 or act not in ("", "relu") or wv is None or len(wv.shape) != 2 or \
+                    (t == "mul" and op.attr("y_num_col_dims") != 1):
+                return None
+        else:
+            x, w = op.input("Input")[0], op.input("Filter")[0]
+            b = (op.input("Bias") or [None])[0]
+            act = op.attr("activation") if t == "conv2d_fusion" else "identity"
+            out = op.output("Output")[0]
+            if act not in ("identity", "relu") or op.attr("data_format") not in ("NCHW",
+                                                                                  "AnyLayout"):
+                return None
+        xv = self.graph.var(x)
+        if xv is None or xv.dtype != VarType.FP32 or not (self._param(w) and self._param(b)):
+            return None
+        relu = act == "relu"
+        consumed = [i]
+        nxt = self.graph.only_consumer(out)
+        if not relu and nxt is not None and self.graph.fusable_link(out, nxt):
+            r = self.block.ops[nxt]
+            if r.type == "relu" and not self.excluded(r):
+                relu, out = True, r.output("Out")[0]
+                consumed.append(nxt)
+        return _Layer(op, x, w, b, out, relu, consumed)
+
+    def passthrough(self, op: Operator) -> bool:
+        if op.type not in PASSTHROUGH_OPS or self.excluded(op):
+            return False
+        if op.type == "pool2d":
+            return not op.attr("adaptive") and op.attr("data_format") in ("NCHW", "AnyLayout")
+        return True
+
+    # -- the region check
+    def _feeds_layer(self, layers: dict[int, _Layer]) -> dict[str, tuple[int, str]]:
+        """Float names a quantised layer depends on (transitively): name -> (layer op index,
+        its output)."""
+        need: dict[str, tuple[int, str]] = {}
+        ops = self.block.ops
+        for i in range(len(ops) - 1, -1, -1):
+            reads, writes = op_access(self.fp, ops[i])
+            hit = (i, ops[i].output_arg_names[0]) if i in layers else \
+                next((need[n] for n in writes if n in need), None)
+            if hit is not None:
+                for n in reads:
+                    need.setdefault(n, hit)
+        return need
+
+    def check_region(self, layers: dict[int, _Layer], quantised_ops: set[int]) -> None:
+        need = self._feeds_layer(layers)
+        produced: set[str] = set()
+        for i, op in enumerate(self.block.ops):
+            reads, writes = op_access(self.fp, op)
+            if i not in quantised_ops and reads & produced and writes & set(need) and \
+                    not self.excluded(op) and not self.cfg.float_fallback:
+                j, jout = need[next(iter(writes & set(need)))]
+                what = op.type
+                if op.type in LAYER_OPS:
+                    act = op.all_attrs().get("activation_type", op.all_attrs().get("activation"))
+                    what = f"{op.type} with activation {act!r}" if act else op.type
+                raise QuantizationError(
+                    f"op {what} (-> {', '.join(op.output_arg_names)}) has no fixed-point "
+                    f"definition, and it sits inside the quantised region: it reads a "
+                    f"quantised value and the layer {self.block.ops[j].type} (-> {jout}) "
+                    "depends on it. Either leave it in float at the region boundary: "
+                    "QuantConfig(float_fallback=True) puts a dequantize before it and a "
+                    "quantize after it; or exclude it: QuantConfig(exclude="
+                    f"[{op.type!r}]) (or its output name {op.output_arg_names[0]!r}). "
+                    f"Ops with a fixed-point definition: {_SUPPORTED}")
+            if i in quantised_ops:
+                produced |= writes
+
+    # -- emission helpers
+    def new_var(self, base: str, like: str, dtype: int, shape: Sequence[int] | None = None
+                ) -> str:
+        name = fresh_name(self.block, base, self.scope)
+        v = self.graph.var(like)
+        self.block.create_var(name=name, shape=list(shape if shape is not None else v.shape),
+                              dtype=dtype, lod_level=v.lod_level if v is not None else 0)
+        return name
+
+    def scale_of(self, name: str) -> np.float32:
+        amax = self.ranges.get(name, 0.0)
+        q = qmax(self.abits)
+        return np.float32(amax / q) if amax > 0 else np.float32(1.0 / q)
+
+    def int_of(self, name: str) -> tuple[str, np.float32]:
+        """The quantised version of float ``name`` (a quantize op when it has none yet)."""
+        if name not in self.qvars:
+            s = self.scale_of(name)
+            q = self.new_var(f"{name}.int{self.abits}", name, self.adtype)
+            self.items.append(OpSpec("quantize", {"X": [name]}, {"Out": [q]},
+                                     {"scale": float(s), "bits": self.abits, "signed": True}))
+            self.qvars[name] = (q, s)
+        return self.qvars[name]
+
+    def float_of(self, name: str) -> None:
+        """Make float ``name`` available (a dequantize when only its integer version is)."""
+        if name in self.qvars and name not in self.has_float:
+            q, s = self.qvars[name]
+            self.items.append(OpSpec("dequantize", {"X": [q]}, {"Out": [name]},
+                                     {"scale": float(s)}))
+            self.has_float.add(name)
+
+    # -- layers
+    def emit_layer(self, ly: _Layer) -> None:
+        cfg = self.cfg
+        op = ly.op
+        conv = op.type not in ("fc", "mul")
+        xq, s_in = self.int_of(ly.x)
+        w = get_value(self.scope, ly.w)
+        assert w is not None
+        w64 = np.asarray(w, np.float64)
+        axis = 0 if conv else 1  # the output-channel axis of the weights
+        wmax_q = qmax(cfg.weight_bits)
+        red = tuple(a for a in range(w64.ndim) if a != axis)
+        amax = np.max(np.abs(w64), axis=red) if cfg.per_channel else \
+            np.array([np.max(np.abs(w64))])
+        whole = float(np.max(amax)) if amax.size else 0.0
+        amax = np.where(amax > 0, amax, whole if whole > 0 else float(wmax_q))
+        s_w = _f32(amax / wmax_q)
+        channels = w.shape[axis]
+        s_w_full = np.broadcast_to(s_w.astype(np.float64), (channels,))
+        shape = [1] * w64.ndim
+        shape[axis] = channels
+        wq = np.clip(round_half_even(w64 / s_w_full.reshape(shape)), -wmax_q, wmax_q)
+        wq = wq.astype(dtypes.to_numpy(WEIGHT_DTYPE[cfg.weight_bits]))
+        k = int(np.prod(w.shape[1:])) if conv else w.shape[0]
+        products = k * wmax_q * 2 ** (self.abits - 1)
+        if products >= 2**31:
+            raise QuantizationError(
+                f"{op.type} (-> {ly.out}): {k} products of {cfg.weight_bits}-bit weights and "
+                f"{self.abits}-bit activations can reach {products}, beyond the int32 "
+                "accumulator (2^31); use 8-bit activations or weights for this layer, or "
+                f"exclude it: QuantConfig(exclude=[{ly.out!r}])")
+        acc_scale = np.float64(s_in) * s_w_full
+        bq = None
+        bq_max = 0
+        if ly.b is not None:
+            b = get_value(self.scope, ly.b)
+            assert b is not None
+            bq = round_half_even(np.asarray(b, np.float64).reshape(-1) / acc_scale)
+            bq_max = int(np.max(np.abs(bq))) if bq.size else 0
+            if products + bq_max >= 2**31:
+                raise QuantizationError(
+                    f"{op.type} (-> {ly.out}): the quantised bias reaches {bq_max}; with "
+                    f"{k} products of up to {wmax_q * 2 ** (self.abits - 1)} the int32 "
+                    "accumulator could overflow. The input or weight scale is too small for "
+                    "this bias: use per-channel weights or a wider calibration range, or "
+                    f"exclude the layer: QuantConfig(exclude=[{ly.out!r}])")
+        # every check passed: only now add values to the scope
+        wq_name = add_param(self.block, self.scope, f"{ly.w}.int{cfg.weight_bits}", wq)
+        bias_name = None
+        if bq is not None and ly.b is not None:
+            bias_name = add_param(self.block, self.scope, f"{ly.b}.int32", bq.astype(np.int32))
+        s_out = self.scale_of(ly.out)
+        mult = acc_scale / np.float64(s_out)
+        mn = [requant_params(float(v)) for v in (mult if cfg.per_channel else mult[:1])]
+        m_arr = np.array([p[0] for p in mn], np.int32)
+        n_arr = np.array([p[1] for p in mn], np.int32)
+        m_name = add_param(self.block, self.scope, f"{ly.out}.multiplier", m_arr)
+        n_name = add_param(self.block, self.scope, f"{ly.out}.shift", n_arr)
+        scale_attrs = {"in_scale": float(s_in), "weight_scale": [float(v) for v in s_w],
+                       "weight_bits": cfg.weight_bits}
+        acc = self.new_var(f"{ly.out}.acc", ly.out, VarType.INT32,
+                           None if conv else [self.graph.var(ly.x).shape[0], w.shape[1]])
+        ins: dict[str, list[str]]
+        if conv:
+            ins = {"Input": [xq], "Filter": [wq_name]}
+            attrs = {a: op.attr(a) for a in _CONV_ATTR_NAMES}
+            kind, out_slot = "quantized_conv2d", "Output"
+        else:
+            xrank = len(self.graph.var(ly.x).shape)
+            if xrank != 2:
+                flat = self.new_var(f"{xq}.flat", ly.x, self.adtype, [-1, w.shape[0]])
+                self.items.append(OpSpec("flatten2", {"X": [xq]}, {"Out": [flat]}, {"axis": 1}))
+                xq = flat
+            ins = {"X": [xq], "W": [wq_name]}
+            attrs = {}
+            kind, out_slot = "quantized_fc", "Out"
+        if bias_name is not None:
+            ins["Bias"] = [bias_name]
+        self.items.append(OpSpec(kind, ins, {out_slot: [acc]}, {**attrs, **scale_attrs}))
+        outq = self.new_var(f"{ly.out}.int{self.abits}", ly.out, self.adtype)
+        self.items.append(OpSpec(
+            "requantize", {"X": [acc], "Multiplier": [m_name], "Shift": [n_name]},
+            {"Out": [outq]},
+            {"relu": ly.relu, "bits": self.abits, "out_scale": float(s_out),
+             "in_scale": [float(v) for v in acc_scale]}))
+        self.qvars[ly.out] = (outq, s_out)
+        self.replaced |= {ly.w, *(n for i in ly.consumed
+                                  for n in self.block.ops[i].output_arg_names)}
+        if ly.b is not None:
+            self.replaced.add(ly.b)
+
+    def emit_passthrough(self, op: Operator) -> None:
+        x = op.input("X")[0]
+        xq, s = self.qvars[x]
+        out = op.output("Out")[0]
+        outq = self.new_var(f"{out}.int{self.abits}", out, self.adtype)
+        if op.type == "pool2d":
+            spec = OpSpec("quantized_pool2d", {"X": [xq]}, {"Out": [outq]},
+                          {a: op.attr(a) for a in _POOL_ATTR_NAMES})
+        else:
+            attrs = {k: v for k, v in op.all_attrs().items() if not k.startswith("op_")}
+            spec = OpSpec(op.type, {"X": [xq]}, {"Out": [outq]}, attrs)
+        self.items.append(spec)
+        self.qvars[out] = (outq, s)
+        self.replaced |= set(op.output_arg_names)
+
+    def run(self) -> Program:
+        ops = list(self.block.ops)
+        layers: dict[int, _Layer] = {}
+        skip: set[int] = set()
+        quantised: set[int] = set()
+        for i in range(len(ops)):
+            if i in skip:
+                continue
+            ly = self.layer(i)
+            if ly is not None:
+                layers[i] = ly
+                skip |= set(ly.consumed)
+                quantised |= set(ly.consumed)
+        # passthrough ops are quantised when their input is
+        qnames: set[str] = set()
+        for i, op in enumerate(ops):
+            if i in layers:
+                qnames.add(layers[i].out)
+            elif i in quantised:
+                continue
+            elif self.passthrough(op) and op.input("X")[0] in qnames:
+                quantised.add(i)
+                qnames.add(op.output("Out")[0])
+        self.check_region(layers, quantised)
+        feeds_and_params = {n for n, v in self.block.vars.items()
+                            if v.persistable or n not in self.graph.producers}
+        self.has_float = set(feeds_and_params)
+        for i, op in enumerate(ops):
+            if i in layers:
+                self.emit_layer(layers[i])
+            elif i in quantised and i not in skip:
+                self.emit_passthrough(op)
+            elif i not in skip:
+                for n in sorted(op_access(self.fp, op)[0]):
+                    self.float_of(n)
+                self.items.append(op.desc)
+                self.has_float |= set(op.output_arg_names)
+        for t in self.targets:
+            self.float_of(t)
+        rebuild_block(self.block, self.items)
+        remove_unused_vars(self.fp, PassContext(fetch_names=self.targets), self.replaced)
+        return self.fp
+
+
+def quantize(program: Program, calibration_data: Iterable[Mapping[str, np.ndarray]],
+             config: QuantConfig | None = None, *, scope: ParamStore, executor: Runner,
+             fetch_names: Sequence[str] | None = None,
+             feed_names: Sequence[str] | None = None) -> Program:
+    """A fixed-point copy of the float inference ``program`` (see the module docstring).
+
+    ``calibration_data``: feed dicts (name -> array), e.g. a few hundred training
+    examples in batches; feeds the pruned program does not read are ignored.
+    ``scope``: the parameters (a Scope or a dict of arrays); the quantised
+    parameters are added to it.  ``executor``: runs the float program for
+    calibration (``fluid_hw.Executor()``).  ``fetch_names``: the outputs (default:
+    the program's fetch ops).  The input program is not modified.
+    """
+    cfg = config if config is not None else QuantConfig()
+    batches = [dict(b) for b in calibration_data]
+    if not batches:
+        raise QuantizationError("quantize needs calibration data: give at least one feed dict")
+    targets = list(fetch_names) if fetch_names is not None else \
+        fetch_targets(program, PassContext())
+    if not targets:
+        raise QuantizationError("quantize needs the program's outputs: fetch_names=[...] "
+                                "(or a program with fetch ops)")
+    feeds = list(feed_names) if feed_names is not None else list(batches[0])
+    ctx = PassContext(scope=scope, executor=executor, feed_names=feeds, fetch_names=targets)
+    steps: list[Any] = ["prune", fixpoint("remove_identity", "reshape_transpose_cancel",
+                                          "dead_code_elimination")]
+    if cfg.fuse:
+        steps += ["conv_bn_fuse", "fc_fuse", "conv_elementwise_add_act_fuse",
+                  "dead_code_elimination"]
+    fp = PassManager(steps).run(program, ctx)
+    ranges = _calibrate(fp, batches, cfg, scope, executor)
+    out = _Quantizer(fp.clone(), cfg, scope, ranges, targets).run()
+    try:
+        verify_program(out)
+    except FluidError as e:  # a bug here, not in the caller's program
+        raise QuantizationError(f"the quantised program does not verify: {e}") from e
+    return out
+
+
+# -- inspecting quantised programs -----------------------------------------------------------
+
+def quantized_region(program: Program) -> set[str]:
+    """Every variable between a ``quantize`` and a ``dequantize``: the outputs of quantize,
+    the inputs and outputs of the quantised ops and of every op reading a region value,
+    the inputs of dequantize.  All of them must hold integers."""
+    region: set[str] = set()
+    for op in program.global_block().ops:
+        ins, outs = set(op.input_arg_names), set(op.output_arg_names)
+        if op.type == "quantize":
+            region |= outs
+        elif op.type in QUANT_OPS:
+            region |= ins | outs
+        elif op.type == "dequantize":
+            region |= set(op.input("X"))
+        elif ins & region and op.type not in ("fetch",):
+            region |= ins | outs
+    return region
+
+
+def quantization_report(program: Program) -> list[dict[str, Any]]:
+    """One row per quantised layer / boundary op: its type, output, scales, relu."""
+    rows: list[dict[str, Any]] = []
+    for op in program.global_block().ops:
+        if op.type in ("quantize", "dequantize"):
+            rows.append({"op": op.type, "out": op.output("Out")[0], "scale": op.attr("scale")})
+        elif op.type in ("quantized_fc", "quantized_conv2d"):
+            ws = op.attr("weight_scale")
+            rows.append({"op": op.type, "out": op.output_arg_names[0],
+                         "in_scale": op.attr("in_scale"), "weight_bits": op.attr("weight_bits"),
+                         "weight_scale_min": min(ws) if ws else None,
+                         "weight_scale_max": max(ws) if ws else None})
+        elif op.type == "requantize":
+            rows.append({"op": op.type, "out": op.output("Out")[0],
+                         "out_scale": op.attr("out_scale"), "relu": op.attr("relu"),
+                         "bits": op.attr("bits")})
+    return rows

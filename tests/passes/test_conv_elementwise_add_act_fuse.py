@@ -1,0 +1,43 @@
+"""conv_elementwise_add_act_fuse: Before / Expected."""
+
+import pytest
+
+from fluid_hw.passes import PassContext, get_pass
+from tests.passes._util import Net, assert_structure
+
+
+@pytest.mark.parametrize("act", ["relu", "sigmoid", None])
+def test_conv_bias_act_become_conv2d_fusion(act):
+    n = Net()
+    n.data("x", [-1, 2, 6, 6])
+    n.param("w", [4, 2, 3, 3])
+    n.param("b", [4])
+    n.op("conv2d", {"Input": "x", "Filter": "w"}, {"Output": "c"},
+         {"strides": [2, 2], "paddings": [1, 1]})
+    n.op("elementwise_add", {"X": "c", "Y": "b"}, {"Out": "t"}, {"axis": 1})
+    out_name = "t"
+    if act:
+        n.op(act, {"X": "t"}, {"Out": "y"})
+        out_name = "y"
+    out, changed = get_pass("conv_elementwise_add_act_fuse").apply(
+        n.program, PassContext(fetch_names=[out_name]))
+    e = Net()
+    e.data("x", [-1, 2, 6, 6])
+    e.param("w", [4, 2, 3, 3])
+    e.param("b", [4])
+    e.op("conv2d_fusion", {"Input": "x", "Filter": "w", "Bias": "b"}, {"Output": out_name},
+         {"strides": [2, 2], "paddings": [1, 1], "activation": act or "identity"})
+    assert changed
+    assert_structure(out, e.program)
+
+
+def test_a_bias_on_another_axis_is_not_fused():
+    n = Net()
+    n.data("x", [-1, 2, 4, 4])
+    n.param("w", [4, 2, 1, 1])
+    n.param("b", [4])
+    n.op("conv2d", {"Input": "x", "Filter": "w"}, {"Output": "c"})
+    n.op("elementwise_add", {"X": "c", "Y": "b"}, {"Out": "y"}, {"axis": 3})
+    _, changed = get_pass("conv_elementwise_add_act_fuse").apply(
+        n.program, PassContext(fetch_names=["y"]))
+    assert not changed
