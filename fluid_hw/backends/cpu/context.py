@@ -20,6 +20,16 @@ if TYPE_CHECKING:
 CHECK_KERNELS = os.environ.get("FLUID_HW_CHECK_KERNELS", "") not in ("", "0")
 
 
+def _levels_up(block: Any, name: str) -> int:
+    """How many parent links from ``block`` to the block that declares ``name``."""
+    up, b = 0, block
+    while b is not None and up <= len(block.program.blocks):
+        if name in b.vars:
+            return up
+        b, up = b.parent_block, up + 1
+    return 0
+
+
 class KernelContext:
     """Prepared once per op; ``scope`` is rebound on every run.
 
@@ -42,12 +52,17 @@ class KernelContext:
         self.scope: Scope = None  # type: ignore[assignment]
         self.step = 0  # how many times this op ran: varies random streams across runs
         self._out_info: dict[str, tuple[np.dtype | None, tuple[int, ...]]] = {}
+        #: outputs declared in an ancestor block -> how many blocks up (sub-block ops only)
+        self._out_up: dict[str, int] = {}
         for names in self.out_names.values():
             for n in names:
                 v = op.block._find_var_recursive(n)
                 if v is not None:
                     dt = dtypes.to_numpy(v.dtype) if v.dtype in dtypes.TENSOR_DTYPES else None
                     self._out_info[n] = (dt, v.shape)
+                    up = _levels_up(op.block, n)
+                    if up:
+                        self._out_up[n] = up
 
     # -- inputs --------------------------------------------------------
     def _lookup(self, name: str) -> Any:
@@ -114,7 +129,28 @@ class KernelContext:
             return
         if CHECK_KERNELS:
             self._check_output(name, value)
-        self.scope.vars[name] = LoDTensor(value, lod) if lod else value
+        scope = self.scope if not self._out_up else self.owner_scope(name)
+        scope.vars[name] = LoDTensor(value, lod) if lod else value
+
+    def owner_scope(self, name: str) -> Scope:
+        """The scope that holds variable ``name`` when this op writes it.
+
+        A sub-block runs in a child scope of its op's scope (one level per block
+        level), so a variable declared ``k`` blocks up lives ``k`` scopes up: a
+        ``while`` body that increments an outer counter updates the outer value.
+        """
+        scope = self.scope
+        for _ in range(self._out_up.get(name, 0)):
+            if scope.parent is None:
+                break
+            scope = scope.parent
+        return scope
+
+    def output_value(self, slot: str, i: int = 0) -> Any:
+        """The current value of output ``slot`` (None when it has none): for ops that
+        update a tensor array in place."""
+        name = self.out_names[slot][i]
+        return self.owner_scope(name).vars.get(name)
 
     def set_outputs(self, slot: str, values: list[Any]) -> None:
         for i, v in enumerate(values):
@@ -143,3 +179,47 @@ class KernelContext:
             return np.random.default_rng([int(seed) & 0xFFFFFFFF, self.block_idx,
                                           self.op_index, self.step])
         return self.executor.rng if self.executor is not None else np.random.default_rng()
+
+
+# -- LoD sharing (Fluid's ShareLoD) ----------------------------------------------------
+
+def share_lod_plan(op: Operator) -> tuple[str, tuple[str, ...]] | None:
+    """``(source input, outputs)`` for an op whose outputs are declared with LoD
+    (lod_level > 0) and that reads a LoD input; None otherwise (then it costs nothing).
+
+    Row-preserving kernels (fc/mul, elementwise, activations, their grads...) need not
+    know about LoD: after such a kernel, an output it left without LoD gets the source
+    input's LoD when it has the same number of rows, as Fluid's ``ShareLoD``.
+    """
+    lod_tensor = dtypes.VarType.LOD_TENSOR
+
+    def has_lod(name: str) -> bool:
+        v = op.block._find_var_recursive(name)
+        return v is not None and v.type == lod_tensor and v.lod_level > 0
+
+    src = next((n for n in op.input_arg_names if has_lod(n)), None)
+    if src is None:
+        return None
+    outs = tuple(n for n in op.output_arg_names if n != EMPTY_VAR_NAME and has_lod(n))
+    return (src, outs) if outs else None
+
+
+def with_shared_lod(fn: Any, src: str, outs: tuple[str, ...]) -> Any:
+    """``fn`` followed by LoD sharing from ``src`` to ``outs`` (see :func:`share_lod_plan`)."""
+
+    def kernel(ctx: KernelContext) -> None:
+        fn(ctx)
+        v = ctx.scope.find_value(src)
+        if not isinstance(v, LoDTensor) or not v._lod or v.data is None:
+            return
+        rows = v.data.shape[0] if v.data.ndim else -1
+        for n in outs:
+            scope = ctx.owner_scope(n)
+            o = scope.vars.get(n)
+            if type(o) is np.ndarray and o.ndim and o.shape[0] == rows:
+                scope.vars[n] = LoDTensor(o, v._lod)
+
+    kernel.__name__ = getattr(fn, "__name__", "kernel")
+    kernel.__wrapped__ = fn  # type: ignore[attr-defined]
+    return kernel
+
