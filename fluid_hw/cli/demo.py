@@ -2,7 +2,8 @@
 
 The flow so far: build the digits MLP with the layers API, train it with Adam on
 the CPU executor (loss per epoch, test accuracy, loss curve as PNG), save the
-inference model, reload it and check it predicts the same.  Later stages extend
+inference model, reload it and check it predicts the same; quantise it to int8
+and print float and int8 (golden model) accuracies side by side.  Later stages extend
 this flow (quantise -> FPGA -> bitstream -> report).
 """
 
@@ -17,6 +18,15 @@ import fluid_hw as fluid
 from fluid_hw.backends.cpu.trainer import History, train
 from fluid_hw.datasets import load_digits_split
 from fluid_hw.frontend import models
+from fluid_hw.passes import QuantConfig, quantization_report, quantize
+
+
+def _fmt(v: object) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, (list, tuple)) and len(v) > 4:
+        return f"[{len(v)} values]"
+    return str(v)
 
 
 def plot_losses(hist: History, path: Path, title: str) -> None:
@@ -63,15 +73,31 @@ def run_demo(out_dir: str, epochs: int = 30) -> int:
                                       exe, model.main)
         (p,) = exe.run(model.test_program, feed={model.image.name: xte},
                        fetch_list=[model.prediction])
+        print("\n== quantisation: int8 weights per channel, int8 activations ==")
+        calib = [{model.image.name: xtr[i:i + 128]} for i in range(0, 512, 128)]
+        qprog = quantize(model.test_program, calib, QuantConfig(), scope=fluid.global_scope(),
+                         executor=exe, fetch_names=[model.prediction.name])
+        (pq,) = exe.run(qprog, feed={model.image.name: xte}, fetch_list=[model.prediction.name])
+        for row in quantization_report(qprog):
+            print("  " + "  ".join(f"{k}={_fmt(v)}" for k, v in row.items()))
+        qdir = out / "mlp_int8"
+        fluid.io.save_inference_model(str(qdir), [model.image.name], [model.prediction.name],
+                                      exe, qprog)
     with fluid.scope_guard(fluid.Scope()):
         prog, feeds, fetches = fluid.io.load_inference_model(str(model_dir), exe)
         (p2,) = exe.run(prog, feed={feeds[0]: xte}, fetch_list=fetches)
     acc = float((p.argmax(1) == yte[:, 0]).mean())
+    acc_q = float((pq.argmax(1) == yte[:, 0]).mean())
     same = bool(np.array_equal(p, p2))
+    agree = float((p.argmax(1) == pq.argmax(1)).mean())
     (out / "metrics.json").write_text(json.dumps(
-        {"accuracy": {"float": acc}, "loss_per_epoch": hist.losses}, indent=2) + "\n")
+        {"accuracy": {"float": acc, "golden_int8": acc_q}, "loss_per_epoch": hist.losses},
+        indent=2) + "\n")
     print("\n== results ==")
-    print(f"test accuracy (float32): {acc:.4f}")
+    print(f"{'':24s} {'float32':>9s} {'int8 (golden)':>14s}")
+    print(f"{'test accuracy':24s} {acc:9.4f} {acc_q:14.4f}")
+    print(f"{'float/int8 agreement':24s} {'':9s} {agree:14.4f}")
+    print(f"quantised model (int8): {qdir}")
     print(f"loss curve: {curve}")
     print(f"inference model: {model_dir}")
     for i in range(5):
