@@ -29,7 +29,8 @@ from typing import Any
 from ..errors import GradientError
 from ..ir import dtypes
 from ..ir.grad import EMPTY_VAR_NAME, GradContext, GradMaker, grad_var_name
-from ..ir.program import Block, Operator, Parameter, Variable
+from ..ir.ops.control_flow import REVERSIBLE_OPS, SUB_BLOCK_OPS, SubBlockSpec
+from ..ir.program import Block, Operator, Parameter, Variable, VarType
 from ..ir.registry import get_op
 
 __all__ = ["GradientWarning", "append_backward", "gradients"]
@@ -51,19 +52,105 @@ def _is_float(block: Block, name: str) -> bool:
 
 
 class _Backward:
+    """Builds the gradient ops of one block.
+
+    For the global block the gradient ops go into the block itself.  An op with a
+    sub-block (``while``, ``conditional_block``) gets a *gradient block*: a new block
+    whose parent is the block holding the op's gradient op and whose
+    ``forward_block_idx`` is the forward sub-block; a nested ``_Backward`` fills it.
+    At run time the gradient block runs in the forward block's scope (each step
+    scope of a loop, last first), so it reads the forward values directly:
+
+    * gradients of the sub-block's own variables stay in that scope;
+    * gradients of outer tensors (parameters...) are per-step values under
+      ``<name>@GRAD`` that ``while_grad`` / ``conditional_block_grad`` sum outside;
+    * gradients of tensor arrays are arrays accumulated in place, one entry per
+      index, so they are never renamed or summed; they are declared beside the
+      array's own block;
+    * counters that a loop body increments in place are decremented again, at the
+      mirrored position, so every step's gradient ops see the counter value of
+      their forward step.
+    """
+
     def __init__(self, block: Block, targets: list[Variable], no_grad: set[str],
-                 target_grads: list[Variable] | None = None) -> None:
+                 target_grads: list[Variable] | None = None, *,
+                 grad_block: Block | None = None, parent: _Backward | None = None,
+                 loop: bool = False) -> None:
         self.block = block
+        self.gblock = grad_block if grad_block is not None else block
         self.targets = targets
         self.target_grads = target_grads
+        self.parent = parent
+        self.loop = loop
+        #: forward block index -> the block that holds its gradient ops
+        self.gmap: dict[int, int] = dict(parent.gmap) if parent else {}
+        self.gmap[block.idx] = self.gblock.idx
         self.no_grad = set(no_grad)
-        for v in block.program.list_vars():
-            if v.stop_gradient:
-                self.no_grad.add(v.name)
+        if parent is None:
+            for v in block.program.list_vars():
+                if v.stop_gradient:
+                    self.no_grad.add(v.name)
         self.pending: dict[str, list[str]] = {}
         self.resolved: set[str] = set()
+        self.has_grad: set[str] = set()
 
-    # -- analysis --------------------------------------------------------
+    # -- variables ---------------------------------------------------------------
+    def _var(self, name: str) -> Variable | None:
+        return self.block._find_var_recursive(name)
+
+    def _is_array(self, name: str) -> bool:
+        v = self._var(name)
+        return v is not None and v.type == VarType.LOD_TENSOR_ARRAY
+
+    def _diff(self, name: str) -> bool:
+        return name not in self.no_grad and _is_float(self.block, name)
+
+    def _home(self, name: str) -> Block:
+        """The gradient-side block that mirrors the block declaring forward var ``name``."""
+        b: Block | None = self.block
+        while b is not None and not b.has_var(name):
+            b = b.parent_block
+        if b is None:
+            return self.gblock
+        # a block above the differentiated ones holds its own variables' gradients
+        return self.block.program.block(self.gmap.get(b.idx, b.idx))
+
+    def _ensure_visible(self, names: Iterable[str]) -> None:
+        """Declare forward variables the gradient block reads where it can see them."""
+        if self.gblock is self.block:
+            return
+        for n in names:
+            if n == EMPTY_VAR_NAME or self.gblock._find_var_recursive(n) is not None:
+                continue
+            v = self._var(n)
+            if v is None:
+                continue
+            home = self._home(n)
+            if not home.has_var(n):
+                vd = home.desc.vars.add()
+                vd.CopyFrom(v.desc)
+                home.vars[n] = home._make_var_view(vd)
+                home.program._bump()
+
+    def _grad_var(self, fwd_name: str, grad_name: str) -> None:
+        array = self._is_array(fwd_name)
+        home = self._home(fwd_name) if array else self.gblock
+        if home.has_var(grad_name):
+            return
+        v = self.block._var_recursive(fwd_name)
+        home.create_var(name=grad_name, shape=v.shape, dtype=v.dtype, lod_level=v.lod_level,
+                        type=VarType.LOD_TENSOR_ARRAY if array else VarType.LOD_TENSOR)
+
+    def _append(self, type: str, inputs: dict[str, Any], outputs: dict[str, Any],
+                attrs: dict[str, Any] | None = None) -> Operator:
+        attrs = dict(attrs or {})
+        attrs[ROLE] = "backward"
+        for names in (*inputs.values(), *outputs.values()):
+            self._ensure_visible([n if isinstance(n, str) else n.name for n in
+                                  (names if isinstance(names, (list, tuple)) else [names])])
+        return self.gblock.append_op(type, inputs, outputs, attrs)
+
+    # -- analysis --------------------------------------------------------------------
     def _forward_ops(self) -> list[Operator]:
         ops = self.block.ops
         wanted = {t.name for t in self.targets}
@@ -79,6 +166,22 @@ class _Backward:
         return [op for op in ops[: last + 1]
                 if not (op.has_attr(ROLE) and op.attr(ROLE) not in ("forward",))]
 
+    def _flow(self, op: Operator) -> list[str]:
+        """The outputs that get a gradient through ``op`` (empty if none flows)."""
+        maker = get_op(op.type).grad
+        diff_ins = [n for s in (maker.in_grads if isinstance(maker, GradMaker) else ())
+                    for n in op.input(s)]
+        flows = any(n in self.has_grad for n in
+                    (diff_ins if isinstance(maker, GradMaker) else op.input_arg_names))
+        if flows and maker is None:
+            raise GradientError(
+                f"op {op.type} (-> {', '.join(op.output_arg_names)}) in block {self.block.idx} "
+                f"is on the path to the loss but has no gradient; mark its inputs "
+                f"stop_gradient or pass them in no_grad_set")
+        if not (flows and isinstance(maker, GradMaker)):
+            return []
+        return [n for s in maker.out_grads for n in op.output(s) if self._diff(n)]
+
     def _analyse(self) -> list[Operator]:
         fwd = self._forward_ops()
         needed = {t.name for t in self.targets}
@@ -89,47 +192,47 @@ class _Backward:
                 needed |= set(op.input_arg_names)
         on_path.reverse()
         produced: set[str] = set()
-        self.has_grad: set[str] = set()
         for op in on_path:
             for n in op.input_arg_names:
-                if n not in produced and n not in self.no_grad and _is_float(self.block, n):
+                if n not in produced and self._diff(n):
                     self.has_grad.add(n)  # a leaf: parameter or differentiable input
-            opdef = get_op(op.type)
-            maker = opdef.grad
-            diff_ins = [n for s in (maker.in_grads if isinstance(maker, GradMaker) else ())
-                        for n in op.input(s)]
-            flows = any(n in self.has_grad for n in
-                        (diff_ins if isinstance(maker, GradMaker) else op.input_arg_names))
-            if flows and maker is None:
-                raise GradientError(
-                    f"op {op.type} (-> {', '.join(op.output_arg_names)}) is on the path to the "
-                    f"loss but has no gradient; mark its inputs stop_gradient or pass them in "
-                    f"no_grad_set")
-            if flows and isinstance(maker, GradMaker):
-                grad_outs = {n for s in maker.out_grads for n in op.output(s)}
-                for n in grad_outs:
-                    if n not in self.no_grad and _is_float(self.block, n):
-                        self.has_grad.add(n)
+            self.has_grad.update(self._flow(op))
             produced |= set(op.output_arg_names)
         return on_path
 
-    # -- emission --------------------------------------------------------
-    def _grad_var(self, fwd_name: str, grad_name: str) -> None:
-        if self.block.has_var(grad_name):
-            return
-        v = self.block._var_recursive(fwd_name)
-        self.block.create_var(name=grad_name, shape=v.shape, dtype=v.dtype,
-                              lod_level=v.lod_level)
+    def _analyse_sub(self, seed: set[str], wanted: set[str]) -> list[Operator]:
+        """Like :meth:`_analyse` for a sub-block: gradients enter through the outer
+        variables in ``seed`` and leave through those in ``wanted``; in a loop, values
+        flow around through tensor arrays, so both passes run to a fixed point."""
+        ops = self.block.ops
+        self.has_grad = set(seed)
+        changed = True
+        while changed:
+            changed = False
+            for op in ops:
+                for n in self._flow(op):
+                    if n not in self.has_grad:
+                        self.has_grad.add(n)
+                        changed = True
+        needed, on = set(wanted), set()
+        changed = True
+        while changed:
+            changed = False
+            for i in range(len(ops) - 1, -1, -1):
+                if i not in on and needed & set(ops[i].output_arg_names):
+                    on.add(i)
+                    needed |= set(ops[i].input_arg_names)
+                    changed = True
+        return [ops[i] for i in sorted(on)]
 
-    def _append(self, type: str, inputs: dict[str, Any], outputs: dict[str, Any],
-                attrs: dict[str, Any] | None = None) -> Operator:
-        attrs = dict(attrs or {})
-        attrs[ROLE] = "backward"
-        return self.block.append_op(type, inputs, outputs, attrs)
-
+    # -- emission ----------------------------------------------------------------------
     def resolve(self, name: str) -> str:
         """The final ``name@GRAD``, summing the pending contributions."""
         g = grad_var_name(name)
+        if self._is_array(name):  # accumulated in place; an unwritten entry is zero
+            self._grad_var(name, g)
+            self.resolved.add(name)
+            return g
         if name in self.resolved:
             return g
         parts = self.pending.get(name, [])
@@ -142,16 +245,144 @@ class _Backward:
         self.resolved.add(name)
         return g
 
-    def run(self) -> dict[str, str]:
-        on_path = self._analyse()
+    def _count_uses(self, ops: list[Operator]) -> dict[str, int]:
         uses: dict[str, int] = {}
-        for op in on_path:
+        for op in ops:
             maker = get_op(op.type).grad
             if isinstance(maker, GradMaker):
                 for s in maker.in_grads:
                     for n in op.input(s):
-                        if n in self.has_grad:
+                        if n in self.has_grad and not self._is_array(n):
                             uses[n] = uses.get(n, 0) + 1
+        return uses
+
+    def _input_grads(self, op: Operator, maker: GradMaker, uses: dict[str, int],
+                     counter: dict[str, int]) -> dict[str, list[str]]:
+        in_grads: dict[str, list[str]] = {}
+        for s in maker.in_grads:
+            names = []
+            for n in op.input(s):
+                if n not in self.has_grad:
+                    names.append(EMPTY_VAR_NAME)
+                    continue
+                if self._is_array(n):
+                    g = grad_var_name(n)
+                    self._grad_var(n, g)
+                    self.pending[n] = [g]
+                    names.append(g)
+                    continue
+                k = counter.get(n, 0)
+                counter[n] = k + 1
+                g = grad_var_name(n) if uses.get(n, 0) <= 1 else \
+                    f"{grad_var_name(n)}@RENAME@{k}"
+                self._grad_var(n, g)
+                self.pending.setdefault(n, []).append(g)
+                names.append(g)
+            in_grads[s] = names
+        return in_grads
+
+    def _emit(self, op: Operator, uses: dict[str, int], counter: dict[str, int]) -> None:
+        maker = get_op(op.type).grad
+        if not isinstance(maker, GradMaker):
+            return
+        outs_with_grad = [n for s in maker.out_grads for n in op.output(s)
+                          if n in self.has_grad]
+        # an array's gradient is accumulated in place (in a loop, by later steps too)
+        if not any(n in self.pending or self._is_array(n) for n in outs_with_grad):
+            return
+        spec = SUB_BLOCK_OPS.get(op.type)
+        if spec is not None:
+            self._emit_sub_block(op, maker, spec, uses, counter)
+            return
+        out_grads = {s: [self.resolve(n) for n in op.output(s)] for s in maker.out_grads
+                     if op.output(s)}
+        in_grads = self._input_grads(op, maker, uses, counter)
+        for gs in maker.make(GradContext(op, in_grads, out_grads)):
+            outputs = {slot: names for slot, names in gs.outputs.items()
+                       if not all(n == EMPTY_VAR_NAME for n in names)}
+            if outputs:
+                self._append(gs.type, gs.inputs, outputs, gs.attrs)
+
+    def _emit_sub_block(self, op: Operator, maker: GradMaker, spec: SubBlockSpec,
+                        uses: dict[str, int], counter: dict[str, int]) -> None:
+        program = self.block.program
+        fwd = program.block(op.attr("sub_block"))
+        saved = program._current_block_idx
+        gblock = program._create_block(parent_idx=self.gblock.idx)
+        program._current_block_idx = saved
+        gblock._set_forward_block_idx(fwd.idx)
+        sub = _Backward(fwd, [], self.no_grad, grad_block=gblock, parent=self, loop=spec.loop)
+        outer_in = op.input(spec.inputs)
+        # outer results whose gradient arrives (arrays: accumulated, maybe by the body)
+        outer_out = [n for n in op.output(spec.outputs) if n in self.has_grad
+                     and (self._is_array(n) or n in self.pending)]
+        if spec.loop:
+            for n in outer_out:
+                if not self._is_array(n):
+                    raise GradientError(
+                        f"while (block {self.block.idx}): its body (block {fwd.idx}) overwrites "
+                        f"the outer variable {n!r} at every step, so its gradient cannot "
+                        f"flow back through the steps; carry loop state in a tensor array "
+                        f"(array_write / array_read, as DynamicRNN does)")
+        on_path = sub._analyse_sub({n for n in outer_in if n in self.has_grad}, set(outer_out))
+        og: list[str] = []
+        for n in outer_out:
+            g = self.resolve(n)
+            sub.pending[n] = [g]
+            og.append(g)
+        sub._emit_all(on_path)
+        for n in outer_in:
+            if n in sub.has_grad and not sub._is_array(n) and sub.pending.get(n):
+                sub.resolve(n)
+        if spec.loop:
+            sub._check_loop_state(on_path)
+        in_grads = self._input_grads(op, maker, uses, counter)
+        if all(n == EMPTY_VAR_NAME for names in in_grads.values() for n in names):
+            return  # nothing outside needs a gradient from this block
+        ctx = _SubBlockGradContext(op, in_grads, {spec.outputs: og}, gblock.idx)
+        for gs in maker.make(ctx):
+            self._append(gs.type, gs.inputs, gs.outputs, gs.attrs)
+
+    def _emit_all(self, on_path: list[Operator]) -> None:
+        """Gradient ops of ``on_path`` in reverse order (with a loop's counters undone)."""
+        uses = self._count_uses(on_path)
+        counter: dict[str, int] = {}
+        on = {id(op) for op in on_path}
+        for op in reversed(self.block.ops):
+            undo = REVERSIBLE_OPS.get(op.type) if self.loop else None
+            if undo is not None and self._is_outer_inplace(op):
+                gs = undo(op)
+                self._append(gs.type, gs.inputs, gs.outputs, gs.attrs)
+            elif id(op) in on:
+                self._emit(op, uses, counter)
+
+    def _is_outer_inplace(self, op: Operator) -> bool:
+        ins, outs = op.input_arg_names, op.output_arg_names
+        return len(outs) == 1 and outs == ins and not self.block.has_var(outs[0])
+
+    def _check_loop_state(self, on_path: list[Operator]) -> None:
+        """The gradient block of a loop reads outer variables at their value after the
+        last step; only arrays and counters undone above are safe to read there."""
+        written: dict[str, str] = {}
+        for op in self.block.ops:
+            if REVERSIBLE_OPS.get(op.type) and self._is_outer_inplace(op):
+                continue
+            for n in op.output_arg_names:
+                if not self.block.has_var(n) and not self._is_array(n):
+                    written.setdefault(n, op.type)
+        for gop in self.gblock.ops:
+            if gop.type in REVERSIBLE_OPS:
+                continue
+            for n in gop.input_arg_names:
+                if n in written:
+                    raise GradientError(
+                        f"while body (block {self.block.idx}) overwrites the outer variable "
+                        f"{n!r} (op {written[n]}) and its gradient op {gop.type} needs the "
+                        f"value of each step; keep per-step values in a tensor array, or "
+                        f"count steps with an in-place increment")
+
+    def run(self) -> dict[str, str]:
+        on_path = self._analyse()
         for i, t in enumerate(self.targets):
             g = grad_var_name(t.name)
             self._grad_var(t.name, g)
@@ -162,41 +393,20 @@ class _Backward:
                 self._append("fill_constant", {}, {"Out": g},
                              {"shape": shape, "dtype": t.dtype, "value": 1.0})
             self.pending[t.name] = [g]
+        uses = self._count_uses(on_path)
         counter: dict[str, int] = {}
         for op in reversed(on_path):
-            maker = get_op(op.type).grad
-            if not isinstance(maker, GradMaker):
-                continue
-            outs_with_grad = [n for s in maker.out_grads for n in op.output(s)
-                              if n in self.has_grad]
-            if not any(n in self.pending for n in outs_with_grad):
-                continue
-            out_grads = {s: [self.resolve(n) for n in op.output(s)] for s in maker.out_grads
-                         if op.output(s)}
-            in_grads: dict[str, list[str]] = {}
-            for s in maker.in_grads:
-                names = []
-                for n in op.input(s):
-                    if n not in self.has_grad:
-                        names.append(EMPTY_VAR_NAME)
-                        continue
-                    k = counter.get(n, 0)
-                    counter[n] = k + 1
-                    g = grad_var_name(n) if uses.get(n, 0) <= 1 else \
-                        f"{grad_var_name(n)}@RENAME@{k}"
-                    self._grad_var(n, g)
-                    self.pending.setdefault(n, []).append(g)
-                    names.append(g)
-                in_grads[s] = names
-            for spec in maker.make(GradContext(op, in_grads, out_grads)):
-                outputs = {}
-                for slot, names in spec.outputs.items():
-                    if all(n == EMPTY_VAR_NAME for n in names):
-                        continue
-                    outputs[slot] = names
-                if outputs:
-                    self._append(spec.type, spec.inputs, outputs, spec.attrs)
+            self._emit(op, uses, counter)
         return {n: self.resolve(n) for n in list(self.pending)}
+
+
+class _SubBlockGradContext(GradContext):
+    """A :class:`GradContext` that also names the gradient block it built."""
+
+    def __init__(self, op: Operator, input_grad_names: dict[str, list[str]],
+                 output_grad_names: dict[str, list[str]], grad_block: int) -> None:
+        super().__init__(op, input_grad_names, output_grad_names)
+        self.grad_block = grad_block
 
 
 def _check_loss(loss: Variable) -> None:

@@ -97,3 +97,58 @@ def create_lod_tensor(data: Any, recursive_seq_lens: Sequence[Sequence[int]],
     t = LoDTensor(arr)
     t.set_recursive_sequence_lengths(recursive_seq_lens)
     return t
+
+
+# -- helpers for sequence and tensor-array ops ------------------------------------------
+
+def sub_lod(lod: Sequence[Sequence[int]], level: int, start: int,
+            end: int) -> tuple[list[list[int]], tuple[int, int]]:
+    """Items ``[start, end)`` of LoD ``level``: their lengths on each level from
+    ``level`` down, and the rows they cover (Fluid's ``GetSubLoDAndAbsoluteOffset``).
+
+    With ``level == len(lod)`` the items are rows: no lengths, rows ``[start, end)``.
+    """
+    lengths: list[list[int]] = []
+    for offs in lod[level:]:
+        lengths.append([int(offs[i + 1] - offs[i]) for i in range(start, end)])
+        start, end = int(offs[start]), int(offs[end])
+    return lengths, (start, end)
+
+
+class LoDRankTable:
+    """The sequences of one LoD level ordered by length, longest first (Fluid's
+    ``LoDRankTable``).  Ties keep their original order, so the table is deterministic.
+
+    ``items`` holds ``(index, length)`` pairs; ``lod`` the whole LoD it was built from
+    (levels above ``level`` are needed to rebuild a tensor from an array).
+    """
+
+    __slots__ = ("items", "level", "lod")
+
+    def __init__(self, lod: Sequence[Sequence[int]], level: int) -> None:
+        if not 0 <= level < len(lod):
+            raise FeedError(f"a rank table of LoD level {level} needs a tensor with more than "
+                            f"{level} LoD level(s); this one has {len(lod)}")
+        self.level = level
+        self.lod = [list(map(int, lv)) for lv in lod]
+        lengths = offsets_to_lengths(self.lod[level])
+        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+        self.items = [(i, lengths[i]) for i in order]
+
+    def active(self, step: int) -> int:
+        """How many sequences are longer than ``step`` (the batch of time step ``step``)."""
+        lo, hi = 0, len(self.items)
+        while lo < hi:  # items are sorted by decreasing length
+            mid = (lo + hi) // 2
+            if self.items[mid][1] > step:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    @property
+    def max_len(self) -> int:
+        return self.items[0][1] if self.items else 0
+
+    def __repr__(self) -> str:
+        return f"LoDRankTable(level={self.level}, items={self.items})"

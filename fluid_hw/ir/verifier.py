@@ -131,6 +131,11 @@ def verify_op(block: Block, index: int) -> None:
                 if not 0 < bi < n_blocks or bi == block.idx:
                     raise VerifyError(f"{where}: attribute {a.name!r} refers to block {bi}, "
                                       f"out of range (program has {n_blocks} blocks)")
+                parent = block.program.blocks[bi].parent_idx
+                if parent != block.idx:
+                    raise VerifyError(f"{where}: attribute {a.name!r} refers to block {bi}, "
+                                      f"whose parent is block {parent}; an op's sub-block "
+                                      f"must be a child of the op's block {block.idx}")
     present_attrs = set(op.attr_names)
     for ad in opdef.attrs:
         if ad.required and ad.name not in present_attrs:

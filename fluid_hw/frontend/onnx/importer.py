@@ -1,0 +1,546 @@
+"""ONNX graph -> fluid-hw inference :class:`Program` plus a scope holding its parameters.
+
+Nodes are visited in graph order.  A node whose inputs are all known at import
+time (initializers, ``Constant`` outputs, folded values) is evaluated at once
+with the ONNX reference evaluator and never reaches the program; ``Shape`` of a
+tensor folds into a (partly symbolic) :class:`~._values.Sym` vector.  Every other
+node goes through its entry in :data:`._import_ops.IMPORTERS`, which appends
+fluid ops through ``Block.append_op`` (so attribute checks and shape inference
+run on every op), and the finished program is verified.  Nodes that cannot be
+converted are collected and reported together in one error.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import numpy as np
+import onnx
+import onnx.helper
+import onnx.numpy_helper
+
+from ...errors import FluidError, FormatError, UnknownOpError
+from ...ir import dtypes
+from ...ir.program import Program, Variable
+from ...ir.scope import Scope, scope_guard
+from ...ir.verifier import verify_program
+from ._dtypes import np_dtype_of, onnx_type_name, onnx_type_of
+from ._import_ops import IMPORTERS
+from ._model import DEFAULT_DOMAINS, ReadModel, read_model
+from ._values import SYM_FOLDERS, Const, Dim, Sym, Unsupported, Value, simplify
+
+if TYPE_CHECKING:
+    from ...ir.program import Block
+
+#: ops never folded even with constant inputs (they are random)
+NON_DETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike",
+                               "RandomUniformLike", "Multinomial", "Bernoulli"})
+
+
+@dataclass
+class OnnxModel:
+    """An imported model: an inference program, its parameters and its feeds/fetches.
+
+    Run it with ``exe.run(m.program, feed={m.feed_names[0]: x}, fetch_list=m.fetch_names,
+    scope=m.scope)``; :meth:`save` writes a ``save_inference_model`` folder.
+    """
+
+    program: Program
+    scope: Scope
+    feed_names: list[str]
+    fetch_names: list[str]
+    opset: int
+    source: str
+    #: ONNX tensor name -> fluid variable name, for graph inputs and outputs
+    names: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def fetch_targets(self) -> list[Variable]:
+        gb = self.program.global_block()
+        return [gb.var(n) for n in self.fetch_names]
+
+    def save(self, dirname: str | os.PathLike[str],
+             params_filename: str | None = None) -> list[str]:
+        """Write the model as an inference-model folder (``io.load_inference_model``
+        reads it back); returns the names of the saved parameters."""
+        from ..io import save_inference_model
+
+        with scope_guard(self.scope):
+            return save_inference_model(dirname, self.feed_names, self.fetch_targets, None,
+                                        self.program, params_filename=params_filename)
+
+
+_NAME_OK = re.compile(r"[^A-Za-z0-9_.\-]")
+
+
+def sanitize(name: str) -> str:
+    """A fluid variable name for an ONNX tensor name: characters outside
+    ``[A-Za-z0-9_.-]`` (``/`` or ``:`` of TF exports, ``@``) become ``_``."""
+    return _NAME_OK.sub("_", name) or "t"
+
+
+def attributes(node: onnx.NodeProto) -> dict[str, Any]:
+    """A node's attributes as Python values (strings decoded)."""
+    out: dict[str, Any] = {}
+    for a in node.attribute:
+        v = onnx.helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            v = v.decode("utf-8", "replace")
+        elif isinstance(v, list) and v and isinstance(v[0], bytes):
+            v = [x.decode("utf-8", "replace") for x in v]
+        out[a.name] = v
+    return out
+
+
+def _inferred_dims(model: onnx.ModelProto) -> dict[str, list[Dim | None]]:
+    """Tensor name -> dims from ONNX shape inference (ints, dim_param symbols or None)."""
+    out: dict[str, list[Dim | None]] = {}
+    g = model.graph
+    for vi in (*g.input, *g.value_info, *g.output):
+        if not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
+            continue
+        dims: list[Dim | None] = []
+        for d in vi.type.tensor_type.shape.dim:
+            if d.HasField("dim_value"):
+                dims.append(int(d.dim_value))
+            else:
+                dims.append(d.dim_param or None)
+        out[vi.name] = dims
+    return out
+
+
+def _to_array(t: onnx.TensorProto, source: str) -> np.ndarray:
+    try:
+        return onnx.numpy_helper.to_array(t)
+    except Exception as e:  # ValueError/TypeError from numpy or onnx on bad raw_data
+        raise FormatError(f"{source}: tensor {t.name!r} ({onnx_type_name(t.data_type)}, dims "
+                          f"{list(t.dims)}) cannot be read ({e}); the file is truncated or "
+                          "corrupted") from None
+
+
+def _sparse_to_array(s: onnx.SparseTensorProto, source: str) -> np.ndarray:
+    values = _to_array(s.values, source)
+    idx = _to_array(s.indices, source)
+    dense = np.zeros(tuple(s.dims), dtype=values.dtype)
+    if idx.ndim == 1:
+        dense.reshape(-1)[idx] = values
+    else:
+        dense[tuple(idx.T)] = values
+    return dense
+
+
+class Importer:
+    """One import: walks the graph, fills the program, collects the problems."""
+
+    def __init__(self, read: ReadModel, constants: dict[str, Any] | None = None) -> None:
+        self.read = read
+        self.constants = dict(constants or {})
+        self.feed_onnx_names: set[str] = set()
+        self.graph = read.model.graph
+        self.source = read.source
+        self.opsets = {("" if o.domain in DEFAULT_DOMAINS else o.domain): int(o.version)
+                       for o in read.model.opset_import}
+        self.opsets[""] = read.opset
+        self.program = Program()
+        self.block: Block = self.program.global_block()
+        self.values: dict[str, Value] = {}
+        self.params: dict[str, np.ndarray] = {}
+        self.taken: set[str] = set()
+        self.inferred = _inferred_dims(read.inferred)
+        self.problems: list[str] = []
+        self.graph_outputs = {o.name for o in self.graph.output}
+        self.feed_names: list[str] = []
+        self.names: dict[str, str] = {}
+
+    # -- names and constants ---------------------------------------------------------
+    def fresh(self, hint: str) -> str:
+        """An unused variable name close to ``hint``."""
+        base = sanitize(hint)
+        name, k = base, 1
+        while name in self.taken:
+            name = f"{base}.{k}"
+            k += 1
+        self.taken.add(name)
+        return name
+
+    def materialize(self, c: Const) -> str:
+        """The persistable variable holding a constant (created on first use)."""
+        if c.var is not None:
+            return c.var
+        arr = np.array(c.array, order="C", copy=None)  # (ascontiguousarray makes 0-d 1-d)
+        if onnx_type_of(arr.dtype) is None:
+            raise Unsupported(f"constant {c.hint!r} has dtype {arr.dtype}, which fluid-hw "
+                              "tensors cannot hold")
+        name = self.fresh(c.hint)
+        self.block.create_parameter(name, shape=list(arr.shape), dtype=arr.dtype,
+                                    trainable=c.initializer and arr.dtype.kind == "f")
+        self.params[name] = arr
+        c.var = name
+        return name
+
+    def sym_dims(self, onnx_name: str, var: str) -> list[Dim]:
+        """The dims of a program variable; unknown ones as symbols (ONNX's dim_param
+        where shape inference has one, else ``"<tensor>:<axis>"``)."""
+        inferred = self.inferred.get(onnx_name) or []
+        dims: list[Dim] = []
+        for k, d in enumerate(self.block.var(var).shape):
+            got = inferred[k] if k < len(inferred) else None
+            if d >= 0:
+                dims.append(d)
+            elif isinstance(got, int):
+                dims.append(got)
+            else:
+                dims.append(got or f"{onnx_name}:{k}")
+        return dims
+
+    # -- the walk ------------------------------------------------------------------------
+    def run(self) -> OnnxModel:
+        self._initializers()
+        self._inputs()
+        for i, node in enumerate(self.graph.node):
+            self._node(i, node)
+        fetch = self._outputs()
+        if self.problems:
+            listed = "\n".join(f"  - {p}" for p in self.problems)
+            raise UnknownOpError(
+                f"cannot import {self.source}: {len(self.problems)} node(s) cannot be "
+                f"converted to fluid-hw ops:\n{listed}\n"
+                f"Supported ONNX ops: {', '.join(sorted(IMPORTERS))} (plus any op whose "
+                "inputs are all known at import time, which is folded)")
+        verify_program(self.program)
+        scope = Scope()
+        scope.vars.update(self.params)
+        return OnnxModel(self.program, scope, self.feed_names, fetch, self.read.opset,
+                         self.source, self.names)
+
+    def _initializers(self) -> None:
+        for t in self.graph.initializer:
+            self.values[t.name] = Const(_to_array(t, self.source), t.name, initializer=True)
+        for s in self.graph.sparse_initializer:
+            name = s.values.name
+            self.values[name] = Const(_sparse_to_array(s, self.source), name, initializer=True)
+
+    def _inputs(self) -> None:
+        inputs = [i.name for i in self.graph.input if i.name not in self.values]
+        unknown = sorted(set(self.constants) - set(inputs))
+        if unknown:
+            raise FormatError(f"{self.source}: constants given for {unknown}, which are not "
+                              f"graph inputs (the graph inputs are: {inputs})")
+        for inp in self.graph.input:
+            if inp.name in self.values:  # an initializer listed as input (IR < 4)
+                continue
+            where = f"graph input {inp.name!r}"
+            if inp.name in self.constants:
+                self.values[inp.name] = self._constant_input(inp, self.constants[inp.name])
+                continue
+            if not inp.type.HasField("tensor_type"):
+                self.problems.append(f"{where}: only tensor inputs are supported, not "
+                                     f"{inp.type.WhichOneof('value')}")
+                continue
+            tt = inp.type.tensor_type
+            dt = np_dtype_of(tt.elem_type)
+            if dt is None:
+                self.problems.append(f"{where}: element type {onnx_type_name(tt.elem_type)} "
+                                     "is not supported (fluid-hw holds bool, int8/16/32/64, "
+                                     "uint8, float16/32/64)")
+                continue
+            if not tt.HasField("shape"):
+                self.problems.append(f"{where}: has no shape (not even a rank); give the "
+                                     "input a shape when exporting")
+                continue
+            shape = [int(d.dim_value) if d.HasField("dim_value") else -1 for d in tt.shape.dim]
+            name = self.fresh(inp.name)
+            self.block.create_var(name=name, shape=shape, dtype=dt)
+            self.values[inp.name] = name
+            self.feed_names.append(name)
+            self.feed_onnx_names.add(inp.name)
+            self.names[inp.name] = name
+
+    def _constant_input(self, inp: onnx.ValueInfoProto, value: Any) -> Const:
+        """A graph input given a value at import time, checked against its declaration."""
+        arr = np.asarray(value)
+        where = f"{self.source}: constant for graph input {inp.name!r}"
+        tt = inp.type.tensor_type
+        want = np_dtype_of(tt.elem_type)
+        if want is not None and arr.dtype != want:
+            raise FormatError(f"{where}: is {arr.dtype}, the input is declared {want}")
+        if tt.HasField("shape"):
+            dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
+            if len(dims) != arr.ndim or any(d not in (-1, s) for d, s in zip(dims, arr.shape)):
+                raise FormatError(f"{where}: has shape {list(arr.shape)}, the input is "
+                                  f"declared {dims}")
+        return Const(arr, inp.name)
+
+    def _outputs(self) -> list[str]:
+        fetch = []
+        for out in self.graph.output:
+            v = self.values.get(out.name)
+            if v is None:
+                continue  # its producer could not be converted (already reported)
+            if isinstance(v, Sym):
+                self.problems.append(f"graph output {out.name!r}: it is the run-time shape of "
+                                     f"a tensor ({list(v.dims)}); fluid-hw has no shape op")
+                continue
+            try:
+                name = self.materialize(v) if isinstance(v, Const) else v
+            except Unsupported as e:
+                self.problems.append(f"graph output {out.name!r}: {e}")
+                continue
+            fetch.append(name)
+            self.names[out.name] = name
+        return fetch
+
+    def _node(self, index: int, node: onnx.NodeProto) -> None:
+        domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
+        opset = self.opsets.get(domain, 0)
+        label = (f"{node.op_type} node {node.name or f'#{index}'!r} "
+                 f"({f'domain {domain!r}, ' if domain else ''}opset {opset})")
+        ins: list[Value | None] = []
+        for n in node.input:
+            if not n:
+                ins.append(None)
+                continue
+            v = self.values.get(n)
+            if v is None:
+                # produced by a node that failed (and is reported); an op type without
+                # a mapping is listed as well, so one run names every unsupported node
+                if domain or node.op_type not in IMPORTERS:
+                    self.problems.append(f"{label}: no mapping to fluid-hw ops")
+                return
+            ins.append(v)
+        try:
+            if domain:
+                raise Unsupported(f"ops of domain {domain!r} are not supported (only the "
+                                  "default ONNX domain)")
+            attrs = attributes(node)
+            if self._fold(node, ins, attrs):
+                return
+            conv = IMPORTERS.get(node.op_type)
+            if conv is None:
+                raise Unsupported("no mapping to fluid-hw ops")
+            ctx = NodeCtx(self, node, ins, attrs, opset)
+            conv.fn(ctx)
+            for j, name in enumerate(node.output):
+                if name and name not in self.values:
+                    raise Unsupported(f"output #{j} ({name!r}) is not supported")
+        except FluidError as e:
+            self.problems.append(f"{label}: {e}")
+
+    def _fold(self, node: onnx.NodeProto, ins: list[Value | None],
+              attrs: dict[str, Any]) -> bool:
+        """Evaluate a node at import time when its inputs allow; True when done."""
+        if node.op_type in NON_DETERMINISTIC or any(
+                a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+                for a in node.attribute):
+            return False
+        present = [v for v in ins if v is not None]
+        outs: list[Const | Sym] | None = None
+        if all(isinstance(v, Const) for v in present):
+            arrays = self._evaluate(node, ins)
+            if arrays is None:
+                return False
+            outs = [Const(np.asarray(a), name) for a, name in zip(arrays, node.output)]
+        elif node.op_type in ("Shape", "Size") and isinstance(ins[0], str):
+            dims = self.sym_dims(node.input[0], ins[0])
+            if node.op_type == "Size":
+                if any(isinstance(d, str) for d in dims):
+                    return False
+                outs = [Const(np.array(np.prod(dims, dtype=np.int64)), node.output[0])]
+            else:
+                start, end = attrs.get("start", 0), attrs.get("end")
+                outs = [simplify(Sym(tuple(dims[start:end])))]
+        elif all(isinstance(v, (Const, Sym)) for v in present):
+            folder = SYM_FOLDERS.get(node.op_type)
+            if folder is None:
+                return False
+            outs = folder(attrs, ins, self.opsets[""])  # type: ignore[arg-type]
+        if outs is None:
+            return False
+        for name, v in zip(node.output, outs):
+            if name:
+                if isinstance(v, Const):
+                    v.hint = name
+                self.values[name] = v
+        return True
+
+    def _evaluate(self, node: onnx.NodeProto, ins: list[Value | None]
+                  ) -> list[np.ndarray] | None:
+        from onnx.reference import ReferenceEvaluator
+
+        feeds = {n: v.array for n, v in zip(node.input, ins) if n and isinstance(v, Const)}
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ev = ReferenceEvaluator(node, opsets=self.opsets)
+                return list(ev.run(None, feeds))
+        except Exception:  # an op the reference evaluator lacks, or bad constants:
+            return None  # the node is converted (or reported) instead
+
+
+class NodeCtx:
+    """What an op converter sees: one ONNX node, its inputs, and ways to emit fluid ops."""
+
+    def __init__(self, imp: Importer, node: onnx.NodeProto, ins: list[Value | None],
+                 attrs: dict[str, Any], opset: int) -> None:
+        self.imp = imp
+        self.node = node
+        self.ins = ins
+        self.attrs = attrs
+        self.opset = opset
+
+    # -- attributes and inputs ----------------------------------------------------------
+    @property
+    def op_type(self) -> str:
+        return self.node.op_type
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        return self.attrs.get(name, default)
+
+    def fail(self, reason: str) -> NoReturn:
+        raise Unsupported(reason)
+
+    def has(self, i: int) -> bool:
+        """Input ``i`` is given (not omitted, not the empty name)."""
+        return i < len(self.ins) and self.ins[i] is not None
+
+    def count(self) -> int:
+        return len(self.ins)
+
+    def const(self, i: int) -> np.ndarray | None:
+        """Input ``i``'s value when known at import time."""
+        v = self.ins[i] if i < len(self.ins) else None
+        if isinstance(v, Const):
+            return v.array
+        if isinstance(v, Sym):
+            return v.known()
+        return None
+
+    def need_const(self, i: int, what: str) -> np.ndarray:
+        c = self.const(i)
+        if c is None:
+            name = self.node.input[i]
+            if name in self.imp.feed_onnx_names:
+                self.fail(f"{what} (input #{i}) must be known at import time, but it is the "
+                          f"graph input {name!r}; pass its value with "
+                          f"load(..., constants={{{name!r}: ...}})")
+            self.fail(f"{what} (input #{i}) must be known at import time; here it is "
+                      "computed by the graph")
+        return c
+
+    def ints(self, i: int, what: str) -> list[int]:
+        return [int(v) for v in self.need_const(i, what).reshape(-1)]
+
+    def shape_values(self, i: int, what: str) -> list[Dim]:
+        """A shape-like input: ints, with symbols for run-time dims."""
+        v = self.ins[i]
+        if isinstance(v, Sym):
+            return list(v.dims)
+        return list(self.ints(i, what))
+
+    def var(self, i: int) -> str:
+        """Input ``i`` as a fluid variable (constants become persistable variables)."""
+        v = self.ins[i]
+        if isinstance(v, str):
+            return v
+        if isinstance(v, Const):
+            return self.imp.materialize(v)
+        if isinstance(v, Sym):
+            self.fail(f"input #{i} is computed from the run-time shape of a tensor "
+                      f"({list(v.dims)}); fluid-hw has no shape op. Export the model with "
+                      "static shapes")
+        self.fail(f"input #{i} is missing")
+
+    def shape(self, i: int) -> list[int]:
+        v = self.ins[i]
+        if isinstance(v, Const):
+            return list(v.array.shape)
+        if isinstance(v, Sym):
+            return [] if v.scalar else [len(v.dims)]
+        return list(self.imp.block.var(self.var(i)).shape)
+
+    def dims(self, i: int) -> list[Dim]:
+        """Input ``i``'s dims with symbols for the unknown ones."""
+        v = self.ins[i]
+        if isinstance(v, str):
+            return self.imp.sym_dims(self.node.input[i], v)
+        return list(self.shape(i))
+
+    def rank(self, i: int) -> int:
+        return len(self.shape(i))
+
+    def dtype(self, i: int) -> np.dtype:
+        v = self.ins[i]
+        if isinstance(v, Const):
+            return v.array.dtype
+        if isinstance(v, Sym):
+            return np.dtype(np.int64)
+        return dtypes.to_numpy(self.imp.block.var(self.var(i)).dtype)
+
+    # -- outputs ---------------------------------------------------------------------------
+    def wants(self, j: int) -> bool:
+        """Output ``j`` is used (present and named)."""
+        return j < len(self.node.output) and bool(self.node.output[j])
+
+    def out_count(self) -> int:
+        return len(self.node.output)
+
+    def new_var(self, out: int | None = None, hint: str = "tmp") -> str:
+        """A new program variable: named after ONNX output ``out`` (and bound to it), or a
+        temporary."""
+        base = self.node.output[out] if out is not None else f"{self.node.output[0]}.{hint}"
+        name = self.imp.fresh(base)
+        self.imp.block.create_var(name=name)
+        if out is not None:
+            self.bind(out, name)
+        return name
+
+    def bind(self, j: int, value: str | np.ndarray) -> None:
+        """ONNX output ``j`` is this variable (or constant)."""
+        name = self.node.output[j]
+        self.imp.values[name] = (Const(value, name) if isinstance(value, np.ndarray)
+                                 else value)
+
+    def alias(self, j: int, var: str) -> None:
+        """Output ``j`` equals ``var``: bound directly, or copied when it is a graph output
+        (so the output keeps its own name)."""
+        if self.node.output[j] in self.imp.graph_outputs:
+            self.emit("assign", {"X": var}, out=j)
+        else:
+            self.bind(j, var)
+
+    def param(self, array: np.ndarray, hint: str, source: int | None = None) -> str:
+        """A new persistable variable holding ``array``: derived from input ``source``
+        (named after it, a weight when that is an initializer), or from nothing."""
+        src = self.ins[source] if source is not None else None
+        if isinstance(src, Const):
+            return self.imp.materialize(Const(np.asarray(array), f"{src.hint}.{hint}",
+                                              initializer=src.initializer))
+        return self.imp.materialize(Const(np.asarray(array), f"{self.node.output[0]}.{hint}"))
+
+    def emit(self, type: str, inputs: dict[str, Any], attrs: dict[str, Any] | None = None,
+             out: int | None = None, slot: str = "Out", hint: str | None = None) -> str:
+        """Append one fluid op with a single output; returns the output variable."""
+        name = self.new_var(out, hint or type)
+        self.imp.block.append_op(type, inputs, {slot: [name]}, attrs or {})
+        return name
+
+    def emit_op(self, type: str, inputs: dict[str, Any], outputs: dict[str, list[str]],
+                attrs: dict[str, Any] | None = None) -> None:
+        """Append one fluid op whose output variables exist already (see :meth:`new_var`)."""
+        self.imp.block.append_op(type, inputs, outputs, attrs or {})
+
+
+def load(model: Any, constants: dict[str, Any] | None = None) -> OnnxModel:
+    """Import an ONNX model (a path, bytes or an ``onnx.ModelProto``).
+
+    ``constants`` gives values to graph inputs that are to be fixed at import time
+    (e.g. the shape input of a Reshape that an exporter left as a graph input).
+    Raises :class:`~fluid_hw.errors.FormatError` for files that are not valid ONNX
+    models and :class:`~fluid_hw.errors.UnknownOpError` listing every node that
+    cannot be converted.
+    """
+    return Importer(read_model(model), constants).run()

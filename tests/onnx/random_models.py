@@ -1,0 +1,626 @@
+"""Random one-node models for every ONNX op fluid-hw imports: random shapes, attributes,
+dtypes and opsets, each compared with onnxruntime.
+
+``GENERATORS[op](rng)`` returns that op's cases; :func:`cases_for` seeds the generator
+from the op's name, so every run (and docs/onnx.md) sees the same models.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+
+import numpy as np
+from onnx import helper
+
+from tests.onnx.harness import NONE, C, Case, F, In, graph_case, node_case
+
+R = np.random.Generator
+F32 = np.float32
+
+# opsets the random models are built for: the oldest supported, the ones where op
+# signatures change (13, 18) and the newest
+OPSETS = (11, 13, 17, 18, 28)
+
+
+def shape(r: R, lo: int = 1, hi: int = 4, dmax: int = 5) -> list[int]:
+    return [int(d) for d in r.integers(1, dmax + 1, size=int(r.integers(lo, hi + 1)))]
+
+
+def normal(r: R, s: list[int], dtype: type = F32) -> np.ndarray:
+    return r.standard_normal(s).astype(dtype)
+
+
+def ints(r: R, s: list[int], lo: int = -9, hi: int = 10, dtype: type = np.int64) -> np.ndarray:
+    return r.integers(lo, hi, size=s).astype(dtype)
+
+
+def bcast_partner(r: R, s: list[int]) -> list[int]:
+    """A shape that broadcasts with ``s``: trailing dims, some set to 1."""
+    k = int(r.integers(0, len(s) + 1))
+    out = [1 if r.random() < 0.3 else d for d in s[len(s) - k:]]
+    return out
+
+
+def pick(r: R, seq: tuple | list) -> object:
+    return seq[int(r.integers(len(seq)))]
+
+
+# -- element-wise ---------------------------------------------------------------------
+
+def _unary(op: str, dom: str = "any") -> Callable[[R], list[Case]]:
+    def gen(r: R) -> list[Case]:
+        out = []
+        for i in range(5):
+            s = shape(r)
+            x = normal(r, s)
+            if dom == "pos":
+                x = np.abs(x) + F32(0.1)
+            elif dom == "nonzero":
+                x = np.where(np.abs(x) < 0.1, F32(0.5), x)
+            elif dom == "halves":
+                x = (r.integers(-8, 9, size=s) / 2).astype(F32)
+            dyn = [None, *s[1:]] if i == 4 else None
+            out.append(node_case(op, [F(x, dyn)], opset=pick(r, OPSETS), id=f"{op}-{i}"))
+        return out
+
+    return gen
+
+
+def _unary_int(op: str, dtype: type) -> Callable[[R], list[Case]]:
+    base = _unary(op)
+
+    def gen(r: R) -> list[Case]:
+        s = shape(r)
+        return [*base(r), node_case(op, [F(ints(r, s, dtype=dtype))], id=f"{op}-{dtype.__name__}")]
+
+    return gen
+
+
+def gen_leaky_relu(r: R) -> list[Case]:
+    out = [node_case("LeakyRelu", [F(normal(r, shape(r)))], id="LeakyRelu-default")]
+    for i in range(3):
+        out.append(node_case("LeakyRelu", [F(normal(r, shape(r)))],
+                             {"alpha": float(r.uniform(0.01, 0.5))}, opset=pick(r, OPSETS),
+                             id=f"LeakyRelu-{i}"))
+    return out
+
+
+def _softmax(op: str) -> Callable[[R], list[Case]]:
+    def gen(r: R) -> list[Case]:
+        out = []
+        for i in range(8):
+            s = shape(r, 2 if i == 0 else 1, 4)
+            opset = (11, 13, 18, 28, 11, 11, 13, 11)[i]
+            axis = int(r.integers(-len(s), len(s)))
+            attrs = {} if i == 0 else {"axis": axis}
+            dyn = [None, *s[1:]] if i == 5 else None
+            out.append(node_case(op, [F(normal(r, s) * 3, dyn)], attrs, opset=opset,
+                                 id=f"{op}-{i}-opset{opset}"))
+        return out
+
+    return gen
+
+
+def _binary(op: str, int_ok: bool = True) -> Callable[[R], list[Case]]:
+    def gen(r: R) -> list[Case]:
+        out = []
+        for i in range(8):
+            s = shape(r)
+            t = bcast_partner(r, s)
+            a, b = (s, t) if i % 2 == 0 else (t, s)
+            if i < 5:
+                x, y = normal(r, a), normal(r, b)
+                if op == "Div":
+                    y = np.where(np.abs(y) < 0.2, F32(0.7), y)
+            elif i == 5 and int_ok:
+                x, y = ints(r, a, dtype=np.int32), ints(r, b, 1, 5, dtype=np.int32)
+            else:
+                x, y = normal(r, a), np.asarray(F32(r.uniform(0.5, 2)))  # scalar constant
+            kinds = (F, C) if i in (1, 3, 6) else (F, F)
+            if i == 7:
+                kinds = (C, F)
+                x, y = y, x
+            out.append(node_case(op, [kinds[0](x), kinds[1](y)], opset=pick(r, OPSETS),
+                                 id=f"{op}-{i}"))
+        return out
+
+    return gen
+
+
+def gen_pow(r: R) -> list[Case]:
+    out = []
+    for i in range(5):
+        s = shape(r)
+        x = np.abs(normal(r, s)) + F32(0.2)
+        if i < 2:
+            y = normal(r, bcast_partner(r, s))
+        elif i == 2:
+            y = np.asarray(2, dtype=np.int64)
+        elif i == 3:
+            y = ints(r, bcast_partner(r, s), 0, 3, np.int32)
+        else:
+            y = np.asarray(F32(0.5))
+        kind = C if i in (2, 4) else F
+        out.append(node_case("Pow", [F(x), kind(y)], opset=pick(r, (13, 15, 28)),
+                             id=f"Pow-{i}"))
+    return out
+
+
+def gen_clip(r: R) -> list[Case]:
+    s = shape(r)
+    x = normal(r, s) * 2
+    xi = ints(r, s, dtype=np.int32)
+    lo, hi = np.asarray(F32(-0.5)), np.asarray(F32(0.8))
+    return [
+        node_case("Clip", [F(x), C(lo), C(hi)], id="Clip-both"),
+        node_case("Clip", [F(x), C(lo)], id="Clip-min", opset=13),
+        node_case("Clip", [F(x), NONE, C(hi)], id="Clip-max", opset=28),
+        node_case("Clip", [F(x)], id="Clip-none", opset=11),
+        node_case("Clip", [F(x), F(lo), F(hi)], id="Clip-fed-bounds"),
+        node_case("Clip", [F(xi), C(np.asarray(-3, np.int32)), C(np.asarray(4, np.int32))],
+                  id="Clip-int32"),
+        node_case("Clip", [F(x), C(np.asarray(F32(1.0))), C(np.asarray(F32(-1.0)))],
+                  id="Clip-min-above-max"),
+    ]
+
+
+def _variadic(op: str) -> Callable[[R], list[Case]]:
+    def gen(r: R) -> list[Case]:
+        out = []
+        for n in (1, 2, 3):
+            s = shape(r)
+            arrs = [normal(r, s if k == 0 else bcast_partner(r, s)) for k in range(n)]
+            out.append(node_case(op, [F(a) for a in arrs], opset=pick(r, OPSETS),
+                                 id=f"{op}-{n}"))
+        return out
+
+    return gen
+
+
+def _compare(op: str) -> Callable[[R], list[Case]]:
+    def gen(r: R) -> list[Case]:
+        s = shape(r)
+        t = bcast_partner(r, s)
+        return [
+            node_case(op, [F(ints(r, s, -2, 3).astype(F32)), F(ints(r, t, -2, 3).astype(F32))],
+                      id=f"{op}-float"),
+            node_case(op, [F(ints(r, s, -2, 3)), C(ints(r, t, -2, 3))],
+                      opset=pick(r, (12, 13, 16, 28)),
+                      id=f"{op}-int64"),
+        ]
+
+    return gen
+
+
+def _logical(op: str) -> Callable[[R], list[Case]]:
+    def gen(r: R) -> list[Case]:
+        s = shape(r)
+        t = bcast_partner(r, s)
+        return [node_case(op, [F(r.random(s) < 0.5), F(r.random(t) < 0.5)], id=f"{op}-{k}")
+                for k in range(2)]
+
+    return gen
+
+
+def gen_not(r: R) -> list[Case]:
+    return [node_case("Not", [F(r.random(shape(r)) < 0.5)], id=f"Not-{k}") for k in range(2)]
+
+
+# -- matrix products --------------------------------------------------------------------
+
+def gen_gemm(r: R) -> list[Case]:
+    out = []
+    for i in range(8):
+        m, k, n = (int(v) for v in r.integers(1, 7, size=3))
+        ta, tb = bool(i & 1), bool(i & 2)
+        a = normal(r, [k, m] if ta else [m, k])
+        b = normal(r, [n, k] if tb else [k, n])
+        c_shape = pick(r, ([n], [1, n], [m, n], [], [m, 1]))
+        attrs = {"transA": int(ta), "transB": int(tb)}
+        if i >= 4:
+            attrs.update(alpha=float(r.uniform(0.5, 2)), beta=float(r.uniform(0.5, 2)))
+        ins = [F(a), (C if i != 5 else F)(b)]
+        if i != 6:
+            ins.append((C if i != 7 else F)(normal(r, c_shape)))
+        out.append(node_case("Gemm", ins, attrs, opset=pick(r, (11, 13, 28)), id=f"Gemm-{i}"))
+    return out
+
+
+def gen_matmul(r: R) -> list[Case]:
+    k = int(r.integers(2, 6))
+    specs = [([3, k], [k, 4], C), ([3, k], [k, 4], F), ([2, 3, k], [k, 5], C),
+             ([2, 3, k], [2, k, 5], F), ([k], [k, 3], F), ([3, k], [k], F), ([k], [k], F),
+             ([2, 2, 3, k], [2, 2, k, 4], F), ([2, 3, k], [k, 4], F)]
+    return [node_case("MatMul", [F(normal(r, a)), kind(normal(r, b))], opset=pick(r, OPSETS),
+                      id=f"MatMul-{'x'.join(map(str, a))}@{'x'.join(map(str, b))}-{kind.__name__}")
+            for a, b, kind in specs]
+
+
+# -- convolution and pooling ----------------------------------------------------------------
+
+def gen_conv(r: R) -> list[Case]:
+    out = []
+    for i in range(10):
+        one_d = i in (7, 8)
+        n, g = int(r.integers(1, 3)), (2 if i in (2, 8) else 1)
+        c = g * int(r.integers(1, 3))
+        m = g * int(r.integers(1, 3))
+        if i == 3:  # depthwise
+            g, c, m = 3, 3, 6
+        ks = [int(v) for v in r.integers(1, 4, size=1 if one_d else 2)]
+        sp = [int(v) for v in r.integers(5, 9, size=len(ks))]
+        attrs: dict = {"group": g} if g > 1 else {}
+        if i in (1, 4, 8):
+            attrs["strides"] = [int(v) for v in r.integers(1, 3, size=len(ks))]
+        if i in (2, 5, 7):
+            attrs["pads"] = [int(v) for v in r.integers(0, 2, size=2 * len(ks))]
+        if i == 4:
+            attrs["dilations"] = [2] * len(ks)
+        if i == 5:
+            attrs["kernel_shape"] = ks
+        if i == 6:
+            attrs["auto_pad"] = "SAME_UPPER"
+            attrs["strides"] = [2] * len(ks)
+        if i == 9:
+            attrs["auto_pad"] = pick(r, ("SAME_LOWER", "VALID"))
+            attrs["dilations"] = [2] * len(ks)
+        x = normal(r, [n, c, *sp])
+        w = normal(r, [m, c // g, *ks])
+        ins = [F(x, [None, c, *sp] if i == 0 else None), (F if i == 1 else C)(w)]
+        if i % 3 != 0:
+            ins.append(C(normal(r, [m])))
+        out.append(node_case("Conv", ins, attrs, opset=pick(r, (11, 22, 28)),
+                             id=f"Conv-{i}{'-1d' if one_d else ''}"))
+    return out
+
+
+def _pool(op: str) -> Callable[[R], list[Case]]:
+    def gen(r: R) -> list[Case]:
+        out = []
+        for i in range(9):
+            one_d = i == 7
+            k = [int(v) for v in r.integers(1, 4, size=1 if one_d else 2)]
+            sp = [int(v) for v in r.integers(4, 9, size=len(k))]
+            attrs: dict = {"kernel_shape": k}
+            if i in (1, 3, 5, 6, 7):
+                attrs["strides"] = [int(v) for v in r.integers(1, 3, size=len(k))]
+            if i in (2, 3, 6):
+                attrs["pads"] = [int(min(v, kk - 1)) for v, kk in
+                                 zip(r.integers(0, 2, size=2 * len(k)), k + k)]
+            if i in (5, 6):
+                attrs["ceil_mode"] = 1
+            if i == 4:
+                attrs["auto_pad"] = "SAME_UPPER"
+            if i == 8:
+                attrs["auto_pad"] = "SAME_LOWER"
+                attrs["strides"] = [2] * len(k)
+            if op == "AveragePool" and i in (3, 8):
+                attrs["count_include_pad"] = 1
+            x = normal(r, [2, 3, *sp])
+            if op == "MaxPool" and i == 1:
+                x = ints(r, [2, 3, *sp], 0, 256, np.uint8)
+            if op == "MaxPool" and i == 7:
+                x = ints(r, [2, 3, *sp], -128, 128, np.int8)
+            dyn = [None, 3, *sp] if i == 0 else None
+            out.append(node_case(op, [F(x, dyn)], attrs, opset=pick(r, (11, 19, 22, 28)),
+                                 id=f"{op}-{i}{'-1d' if one_d else ''}"))
+        return out
+
+    return gen
+
+
+def _global_pool(op: str) -> Callable[[R], list[Case]]:
+    def gen(r: R) -> list[Case]:
+        return [node_case(op, [F(normal(r, [2, 3, *[int(v) for v in r.integers(2, 6, size=k)]]))],
+                          opset=pick(r, OPSETS), id=f"{op}-{k}d") for k in (1, 2, 3)]
+
+    return gen
+
+
+def gen_batch_norm(r: R) -> list[Case]:
+    out = []
+    for i, (rank, eps, opset) in enumerate(((4, None, 11), (2, 1e-3, 15), (3, 1e-2, 14),
+                                            (4, 1e-5, 28), (5, 0.1, 15))):
+        c = int(r.integers(1, 5))
+        s = [int(r.integers(1, 4)), c, *[int(v) for v in r.integers(1, 5, size=rank - 2)]]
+        params = [normal(r, [c]), normal(r, [c]), normal(r, [c]),
+                  np.abs(normal(r, [c])) + F32(0.1)]
+        attrs = {} if eps is None else {"epsilon": eps}
+        out.append(node_case("BatchNormalization", [F(normal(r, s)), *map(C, params)], attrs,
+                             opset=opset, id=f"BatchNormalization-{i}-rank{rank}"))
+    return out
+
+
+# -- shapes ----------------------------------------------------------------------------
+
+def gen_flatten(r: R) -> list[Case]:
+    out = []
+    for i in range(6):
+        s = shape(r, 1, 4)
+        attrs = {} if i == 0 else {"axis": int(r.integers(-len(s), len(s) + 1))}
+        out.append(node_case("Flatten", [F(normal(r, s))], attrs, opset=pick(r, OPSETS),
+                             id=f"Flatten-{i}"))
+    return out
+
+
+def gen_reshape(r: R) -> list[Case]:
+    x = normal(r, [2, 3, 4])
+    targets = ([4, 6], [0, -1], [-1], [2, 0, 2, 2], [6, -1, 2], [1, 24])
+    out = [node_case("Reshape", [F(x), C(np.array(t, np.int64))], opset=pick(r, (11, 14, 28)),
+                     id=f"Reshape-{'_'.join(map(str, t))}") for t in targets]
+    # PyTorch's x.view(x.size(0), -1) on a dynamic batch: Shape -> Gather -> Unsqueeze ->
+    # Concat -> Reshape, folded at import
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+             helper.make_node("Unsqueeze", ["n", "axes0"], ["n1"]),
+             helper.make_node("Concat", ["n1", "minus1"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["y"])]
+    out.append(graph_case(nodes, {"x": F(x, ["N", 3, 4]), "zero": C(np.array(0, np.int64)),
+                                  "axes0": C(np.array([0], np.int64)),
+                                  "minus1": C(np.array([-1], np.int64))}, {"y": ["N", 12]},
+                          opset=13, id="Reshape-shape-subgraph-dynamic-batch"))
+    return out
+
+
+def gen_transpose(r: R) -> list[Case]:
+    out = []
+    for i in range(5):
+        s = shape(r, 1, 4)
+        attrs = {} if i == 0 else {"perm": [int(p) for p in r.permutation(len(s))]}
+        out.append(node_case("Transpose", [F(normal(r, s))], attrs, opset=pick(r, OPSETS),
+                             id=f"Transpose-{i}"))
+    return out
+
+
+def gen_concat(r: R) -> list[Case]:
+    out = []
+    for i in range(5):
+        s = shape(r, 1, 4)
+        axis = int(r.integers(-len(s), len(s)))
+        arrs = []
+        for _ in range(int(r.integers(1, 4))):
+            t = list(s)
+            t[axis] = int(r.integers(1, 4))
+            arrs.append(normal(r, t) if i != 3 else ints(r, t))
+        ins = [(C if k == 1 else F)(a) for k, a in enumerate(arrs)]
+        out.append(node_case("Concat", ins, {"axis": axis}, opset=pick(r, OPSETS),
+                             id=f"Concat-{i}"))
+    return out
+
+
+def gen_split(r: R) -> list[Case]:
+    x = normal(r, [4, 6, 5])
+    return [
+        node_case("Split", [F(x)], {"axis": 1}, opset=11, n_out=3, id="Split-equal-11"),
+        node_case("Split", [F(x)], {"axis": -1, "split": [2, 3]}, opset=11, n_out=2,
+                  id="Split-attr-11"),
+        node_case("Split", [F(x), C(np.array([1, 3], np.int64))], {"axis": 0}, opset=13,
+                  n_out=2, id="Split-input-13"),
+        node_case("Split", [F(x)], {"axis": 2, "num_outputs": 2}, opset=18, n_out=2,
+                  id="Split-num_outputs-uneven-18"),
+        node_case("Split", [F(x), C(np.array([2, 2, 2], np.int64))], {"axis": 1}, opset=28,
+                  n_out=3, id="Split-input-28"),
+    ]
+
+
+def gen_slice(r: R) -> list[Case]:
+    x = normal(r, [5, 6, 7])
+    big = np.iinfo(np.int64).max
+    specs = [([1], [4], None, None), ([0, -3], [-1, 100], [0, 2], None),
+             ([-100], [big], [1], None), ([1, 0], [5, 7], [-3, -1], [2, 3]),
+             ([4], [-big], [0], [-1]), ([-1, 5], [0, 0], [1, 2], [-2, -1]), ([2], [2], [1], None)]
+    out = []
+    for i, (s, e, a, st) in enumerate(specs):
+        ins = [F(x), C(np.array(s, np.int64)), C(np.array(e, np.int64))]
+        if a is not None or st is not None:
+            ins.append(C(np.array(a if a is not None else list(range(len(s))), np.int64)))
+        if st is not None:
+            ins.append(C(np.array(st, np.int64)))
+        out.append(node_case("Slice", ins, opset=pick(r, (11, 13, 28)), id=f"Slice-{i}"))
+    return out
+
+
+def gen_squeeze(r: R) -> list[Case]:
+    x = normal(r, [1, 3, 1, 4, 1])
+    return [
+        node_case("Squeeze", [F(x)], {"axes": [0, -1]}, opset=11, id="Squeeze-attr-11"),
+        node_case("Squeeze", [F(x), C(np.array([2], np.int64))], opset=13, id="Squeeze-13"),
+        node_case("Squeeze", [F(x)], opset=28, id="Squeeze-all"),
+        node_case("Squeeze", [F(x)], opset=11, id="Squeeze-all-11"),
+    ]
+
+
+def gen_unsqueeze(r: R) -> list[Case]:
+    x = normal(r, [3, 4])
+    return [
+        node_case("Unsqueeze", [F(x)], {"axes": [0]}, opset=11, id="Unsqueeze-attr-11"),
+        node_case("Unsqueeze", [F(x)], {"axes": [-1, 1]}, opset=11, id="Unsqueeze-neg-11"),
+        node_case("Unsqueeze", [F(x), C(np.array([3, 0], np.int64))], opset=13,
+                  id="Unsqueeze-13"),
+        node_case("Unsqueeze", [F(x), C(np.array([-2], np.int64))], opset=28,
+                  id="Unsqueeze-28"),
+    ]
+
+
+def gen_identity(r: R) -> list[Case]:
+    return [node_case("Identity", [F(normal(r, shape(r)))], opset=pick(r, OPSETS),
+                      id=f"Identity-{k}") for k in range(2)]
+
+
+def gen_dropout(r: R) -> list[Case]:
+    x = normal(r, shape(r))
+    return [
+        node_case("Dropout", [F(x)], {"ratio": 0.3}, opset=11, id="Dropout-11"),
+        node_case("Dropout", [F(x), C(np.asarray(F32(0.4)))], opset=13, id="Dropout-ratio"),
+        node_case("Dropout", [F(x)], opset=28, n_out=2, id="Dropout-mask"),
+        node_case("Dropout", [F(x), C(np.asarray(F32(0.4))), C(np.asarray(False))],
+                  opset=22, id="Dropout-training-false"),
+    ]
+
+
+def gen_cast(r: R) -> list[Case]:
+    s = shape(r)
+    x = normal(r, s) * 10
+    xi = ints(r, s, -300, 300)
+    out = []
+    for to in (np.int32, np.int64, np.float64, np.float16, np.bool_, np.uint8, np.float32):
+        out.append(node_case("Cast", [F(x)], {"to": helper.np_dtype_to_tensor_dtype(
+            np.dtype(to))}, opset=pick(r, (13, 19, 28)), id=f"Cast-float-to-{np.dtype(to)}"))
+    for to in (np.float32, np.int32, np.bool_):
+        out.append(node_case("Cast", [F(xi)], {"to": helper.np_dtype_to_tensor_dtype(
+            np.dtype(to))}, opset=pick(r, OPSETS), id=f"Cast-int64-to-{np.dtype(to)}"))
+    return out
+
+
+def gen_pad(r: R) -> list[Case]:
+    x = normal(r, [2, 3, 4, 5])
+    p = np.array([0, 0, 1, 2, 0, 1, 2, 1], np.int64)
+    return [
+        node_case("Pad", [F(x), C(p)], opset=11, id="Pad-constant-default"),
+        node_case("Pad", [F(x), C(p), C(np.asarray(F32(1.5)))], opset=13, id="Pad-value"),
+        node_case("Pad", [F(x), C(p)], {"mode": "reflect"}, opset=18, id="Pad-reflect"),
+        node_case("Pad", [F(x), C(p)], {"mode": "edge"}, opset=11, id="Pad-edge"),
+        node_case("Pad", [F(x), C(p)], {"mode": "wrap"}, opset=19, id="Pad-wrap"),
+        node_case("Pad", [F(x), C(np.array([0, -1, 1, 2, 0, 1, -2, 0], np.int64))], opset=13,
+                  id="Pad-negative"),
+        node_case("Pad", [F(x), C(np.array([1, 2, 0, 3], np.int64)), NONE,
+                          C(np.array([1, -1], np.int64))], opset=18, id="Pad-axes"),
+        node_case("Pad", [F(ints(r, [3, 4])), C(np.array([1, 0, 2, 1], np.int64)),
+                          C(np.asarray(7, np.int64))], opset=13, id="Pad-int64"),
+    ]
+
+
+def _reduce(op: str, since_input: int) -> Callable[[R], list[Case]]:
+    def gen(r: R) -> list[Case]:
+        out = []
+        for i in range(7):
+            s = shape(r, 1, 4)
+            opset = (11, since_input, 28, 11, since_input, 28, since_input)[i]
+            attrs: dict = {}
+            axes = sorted({int(a) for a in r.integers(-len(s), len(s), size=2)})
+            if i == 3:
+                axes = []
+            if i != 2:
+                attrs["keepdims"] = int(r.integers(0, 2))
+            if i == 3:
+                attrs["keepdims"] = 0
+            ins: list[In] = [F(normal(r, s) if i != 6 else ints(r, s))]
+            if i == 5:
+                attrs["noop_with_empty_axes"] = 1
+                axes = []
+            if axes:
+                if opset >= since_input:
+                    ins.append(C(np.array(axes, np.int64)))
+                else:
+                    attrs["axes"] = axes
+            out.append(node_case(op, ins, attrs, opset=opset, id=f"{op}-{i}-opset{opset}"))
+        return out
+
+    return gen
+
+
+def gen_gather(r: R) -> list[Case]:
+    table = normal(r, [10, 4])
+    return [
+        node_case("Gather", [C(table), F(ints(r, [3, 2], 0, 10))], id="Gather-embedding"),
+        node_case("Gather", [C(table), F(ints(r, [5], 0, 10, np.int32))], opset=11,
+                  id="Gather-embedding-int32"),
+        node_case("Gather", [C(table), C(np.array([[-1, 2], [0, -10]], np.int64))],
+                  {"axis": 0}, id="Gather-negative-const-indices-folded"),
+        node_case("Gather", [F(table), C(np.array([-1, 3], np.int64))], id="Gather-neg-const"),
+        node_case("Gather", [F(normal(r, [3, 5, 2])), F(ints(r, [2, 2], 0, 5))], {"axis": 1},
+                  opset=13, id="Gather-axis1"),
+        node_case("Gather", [C(normal(r, [4, 3, 2])), F(np.asarray(1, np.int64))],
+                  {"axis": -1}, opset=28, id="Gather-scalar-index"),
+        node_case("Gather", [F(normal(r, [6, 3])), F(ints(r, [4], 0, 6))], id="Gather-fed-data"),
+    ]
+
+
+def gen_argmax(r: R) -> list[Case]:
+    out = []
+    for i in range(6):
+        s = shape(r, 1, 4)
+        x = ints(r, s, 0, 3).astype(F32)  # ties
+        attrs: dict = {"axis": int(r.integers(-len(s), len(s)))}
+        if i % 2:
+            attrs["keepdims"] = 0
+        if i >= 3:
+            attrs["select_last_index"] = 1
+        out.append(node_case("ArgMax", [F(x)], attrs,
+                             opset=pick(r, (12, 13, 28) if i >= 3 else (11, 12, 13, 28)),
+                             id=f"ArgMax-{i}"))
+    out.append(node_case("ArgMax", [F(normal(r, [5]))], {"keepdims": 0}, id="ArgMax-scalar"))
+    return out
+
+
+def _rnn(op: str) -> Callable[[R], list[Case]]:
+    gates = 4 if op == "LSTM" else 3
+
+    def gen(r: R) -> list[Case]:
+        out = []
+        for i in range(7):
+            s, b, n_in, h = 5, 3, int(r.integers(2, 5)), int(r.integers(2, 5))
+            direction = ("forward", "reverse", "bidirectional")[i % 3]
+            dirs = 2 if direction == "bidirectional" else 1
+            layout = 0  # onnxruntime has no batch-major (layout 1) RNNs; ONNX's node
+            # tests cover it (test_lstm_batchwise, test_gru_batchwise)
+            x = normal(r, [b, s, n_in] if layout else [s, b, n_in])
+            w = normal(r, [dirs, gates * h, n_in]) * F32(0.5)
+            rr = normal(r, [dirs, gates * h, h]) * F32(0.5)
+            ins: list[In] = [F(x, [s, None, n_in] if i == 4 else None), C(w), C(rr)]
+            ins.append(C(normal(r, [dirs, 2 * gates * h])) if i != 0 else NONE)
+            lens = np.array([s, 2, 4][:b], np.int32) if i in (1, 2, 3) else None
+            ins.append(F(lens) if lens is not None else NONE)
+            if i in (2, 3, 5):
+                ins.append(F(normal(r, [dirs, b, h] if not layout else [b, dirs, h])))
+                if op == "LSTM":
+                    ins.append(F(normal(r, [dirs, b, h] if not layout else [b, dirs, h])))
+            if op == "LSTM" and i in (3, 6):
+                while len(ins) < 7:
+                    ins.append(NONE)
+                ins.append(C(normal(r, [dirs, 3 * h])))
+            attrs: dict = {"hidden_size": h, "direction": direction}
+            if layout:
+                attrs["layout"] = 1
+            if i == 6:
+                acts = ["Sigmoid", "Relu", "Tanh"] if op == "LSTM" else ["Sigmoid", "Relu"]
+                attrs["activations"] = acts * dirs
+            out.append(node_case(op, ins, attrs, opset=14 if layout else pick(r, (11, 14, 22)),
+                                 n_out=3 if op == "LSTM" else 2, id=f"{op}-{i}-{direction}",
+                                 atol=1e-5))
+        return out
+
+    return gen
+
+
+GENERATORS: dict[str, Callable[[R], list[Case]]] = {
+    "LSTM": _rnn("LSTM"), "GRU": _rnn("GRU"),
+    "Relu": _unary("Relu"), "Sigmoid": _unary("Sigmoid"), "Tanh": _unary("Tanh"),
+    "Exp": _unary("Exp"), "Log": _unary("Log", "pos"), "Sqrt": _unary("Sqrt", "pos"),
+    "Abs": _unary_int("Abs", np.int32), "Neg": _unary_int("Neg", np.int64),
+    "Floor": _unary("Floor"), "Ceil": _unary("Ceil"), "Round": _unary("Round", "halves"),
+    "Sign": _unary("Sign"), "Sin": _unary("Sin"), "Cos": _unary("Cos"),
+    "Reciprocal": _unary("Reciprocal", "nonzero"), "LeakyRelu": gen_leaky_relu,
+    "Softmax": _softmax("Softmax"), "LogSoftmax": _softmax("LogSoftmax"), "Clip": gen_clip,
+    "Add": _binary("Add"), "Sub": _binary("Sub"), "Mul": _binary("Mul"), "Div": _binary("Div"),
+    "Pow": gen_pow, "Max": _variadic("Max"), "Min": _variadic("Min"), "Sum": _variadic("Sum"),
+    "Mean": _variadic("Mean"), "Equal": _compare("Equal"), "Less": _compare("Less"),
+    "LessOrEqual": _compare("LessOrEqual"), "Greater": _compare("Greater"),
+    "GreaterOrEqual": _compare("GreaterOrEqual"), "And": _logical("And"),
+    "Or": _logical("Or"), "Xor": _logical("Xor"), "Not": gen_not,
+    "Gemm": gen_gemm, "MatMul": gen_matmul, "Conv": gen_conv, "MaxPool": _pool("MaxPool"),
+    "AveragePool": _pool("AveragePool"), "GlobalAveragePool": _global_pool("GlobalAveragePool"),
+    "GlobalMaxPool": _global_pool("GlobalMaxPool"), "BatchNormalization": gen_batch_norm,
+    "Flatten": gen_flatten, "Reshape": gen_reshape, "Transpose": gen_transpose,
+    "Concat": gen_concat, "Split": gen_split, "Slice": gen_slice, "Squeeze": gen_squeeze,
+    "Unsqueeze": gen_unsqueeze, "Identity": gen_identity, "Dropout": gen_dropout,
+    "Cast": gen_cast, "Pad": gen_pad,
+    "ReduceMean": _reduce("ReduceMean", 18), "ReduceSum": _reduce("ReduceSum", 13),
+    "ReduceMax": _reduce("ReduceMax", 18), "Gather": gen_gather, "ArgMax": gen_argmax,
+}
+
+
+def cases_for(op: str) -> list[Case]:
+    """The random cases of one ONNX op, the same on every run."""
+    return GENERATORS[op](np.random.default_rng(zlib.crc32(op.encode())))
