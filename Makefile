@@ -16,11 +16,11 @@ demo: $(STAMP)
 	$(BIN)/fluid-hw demo
 
 test: $(STAMP)
-	$(BIN)/ruff check fluid_hw tests benchmarks
+	$(BIN)/ruff check fluid_hw tests benchmarks examples
 	$(BIN)/pytest -q -n 2 tests
 
 lint: $(STAMP)
-	$(BIN)/ruff check fluid_hw tests benchmarks
+	$(BIN)/ruff check fluid_hw tests benchmarks examples
 
 # Regenerate the protobuf module from fluid_hw/ir/framework.proto (committed).
 proto: $(STAMP)
@@ -28,6 +28,8 @@ proto: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_cpu_executor.py
+	$(BIN)/python benchmarks/bench_passes.py
+	$(BIN)/python benchmarks/bench_cluster.py
 
 # On a GPU machine (CuPy, numpy, protobuf, scikit-learn installed; no internet):
 # the `gpu` tests and the GPU benchmark, in one prepared command.

@@ -12,7 +12,7 @@ The names here follow PaddlePaddle Fluid 1.x so its users feel at home::
     exe.run(startup)
 """
 
-from . import datasets, errors, ir
+from . import datasets, errors, ir, transpiler
 from .backends.cpu import CPUPlace, CUDAPlace, Executor
 from .backends.cpu.parallel import BuildStrategy, CompiledProgram, ExecutionStrategy
 from .frontend import (
@@ -40,5 +40,5 @@ __all__ = [
     "ParamAttr", "Parameter", "Program", "Scope", "Variable", "create_lod_tensor", "debugger",
     "default_main_program", "default_startup_program", "errors", "global_scope", "initializer",
     "io", "ir", "layers", "optimizer", "regularizer", "clip", "backward", "datasets",
-    "program_guard", "scope_guard", "unique_name",
+    "program_guard", "scope_guard", "transpiler", "unique_name",
 ]
