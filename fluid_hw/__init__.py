@@ -36,7 +36,8 @@ from .ir.scope import Scope, global_scope, scope_guard
 __version__ = "0.1.0"
 
 __all__ = [
-    "Block", "BuildStrategy", "CompiledProgram", "ExecutionStrategy", "CPUPlace", "CUDAPlace", "Executor", "LayerHelper", "LoDTensor", "Operator",
+    "Block", "BuildStrategy", "CPUPlace", "CUDAPlace", "CompiledProgram", "ExecutionStrategy",
+    "Executor", "LayerHelper", "LoDTensor", "Operator",
     "ParamAttr", "Parameter", "Program", "Scope", "Variable", "create_lod_tensor", "debugger",
     "default_main_program", "default_startup_program", "errors", "global_scope", "initializer",
     "io", "ir", "layers", "optimizer", "regularizer", "clip", "backward", "datasets",
