@@ -1,0 +1,432 @@
+"""Hardware stages of the FPGA back end and their analytic estimates.
+
+A stage is one fused layer in hardware.  The stage classes are the RTL
+specifications (:mod:`fluid_hw.rtl.spec`) that :class:`fluid_hw.rtl.AcceleratorTop`
+consumes, plus estimates:
+
+* :class:`MVAUStage` -- ``quantized_fc`` + ``requantize``: ``weights`` int8 [mh, mw]
+  (row = output channel; :meth:`MVAUStage.from_fc` takes ``W [K, C]``), ``bias`` int32
+  [mh] or None, ``multiplier``/``shift`` int32 [mh], ``relu``, folding ``pe``/``simd``,
+  ``weights_mode`` ``"const"`` | ``"runtime"``, ``requantize=False`` for int32 outputs
+  (last stage only).
+* :class:`ConvStage` -- ``quantized_conv2d`` + ``requantize``: ``in_shape (C, H, W)``,
+  ``weights`` int8 [M, C, kh, kw], ``kernel``, ``stride``, ``padding`` (int, pair or
+  (top, left, bottom, right)), ``dilation``, ``pe`` | M, ``simd`` | kh*kw*C; groups = 1.
+* :class:`MaxPoolStage` -- max ``pool2d``: ``in_shape``, ``kernel``, ``stride``,
+  ``padding``, ``lanes``.
+
+Images stream in HWC order; an FC stage after an image stage takes its input in that
+order (permute its columns with :func:`hwc_order`).
+
+Estimates (:func:`estimate_stage`, :func:`estimate_pipeline`):
+
+* **cycles / II**: a stage's cycles per inference at full input rate, and the
+  pipeline's initiation interval, the slowest of all stages, lane converters and the
+  AXI-Stream ports.
+* **latency**: cycles from the first input beat to the last output beat of one
+  inference in an empty pipeline, from a timing model of the same hardware (each
+  element's arrival time is carried through every block with the RTL's own pipeline
+  depths; sliding windows and the MVAU's double buffer are followed per beat).
+* **resources** (ECP5): one ``MULT18X18D`` per int8 product and two per requantiser
+  lane; ``DP16KD`` block RAMs for weight memories above 2 kbit (constant ones below
+  4 kbit become LUT ROM), line buffers and input buffers; LUT/FF from the adder
+  trees, registers and requantisers.  Rough, for sizing before synthesis (the 1x8x8
+  conv + pool test design: estimated 1.4 k LUT, 2.5 k FF, 10 DSP; Yosys synth_ecp5:
+  1.1 k LUT4, 2.0 k TRELLIS_FF, 10 MULT18X18D).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from math import gcd
+from typing import Any
+
+import numpy as np
+
+from fluid_hw.rtl import stage_lanes
+from fluid_hw.rtl._mem import BLOCK_ROM_BITS
+from fluid_hw.rtl._util import HardwareConfigError, ceil_log2
+from fluid_hw.rtl.mvau import mvau_latency
+from fluid_hw.rtl.spec import ConvSpec, MaxPoolSpec, MVAUSpec, StageSpec, hwc_order
+from fluid_hw.rtl.stream import CreditQueue, fifo_latency
+from fluid_hw.rtl.swg import QUEUE_DEPTH, ROW_OVERHEAD, ROW_READY_DELAY, WindowGeometry
+
+__all__ = ["MVAUStage", "ConvStage", "MaxPoolStage", "Stage", "Resources", "StageEstimate",
+           "PipelineEstimate", "estimate_stage", "estimate_pipeline", "hwc_order"]
+
+_QUEUE = CreditQueue.latency  # output queue: write to readable
+
+
+class MVAUStage(MVAUSpec):
+    """A fully-connected stage (see the module docstring)."""
+
+    op = "quantized_fc"
+
+    def estimate(self) -> StageEstimate:
+        return estimate_stage(self)
+
+
+class ConvStage(ConvSpec):
+    """A convolution stage (see the module docstring)."""
+
+    op = "quantized_conv2d"
+
+    def estimate(self) -> StageEstimate:
+        return estimate_stage(self)
+
+
+class MaxPoolStage(MaxPoolSpec):
+    """A max-pooling stage (see the module docstring)."""
+
+    op = "pool2d"
+
+    def estimate(self) -> StageEstimate:
+        return estimate_stage(self)
+
+
+Stage = MVAUStage | ConvStage | MaxPoolStage
+
+
+@dataclass(frozen=True)
+class Resources:
+    lut: int = 0
+    ff: int = 0
+    dsp: int = 0
+    bram: int = 0
+
+    def __add__(self, other: Resources) -> Resources:
+        return Resources(self.lut + other.lut, self.ff + other.ff, self.dsp + other.dsp,
+                         self.bram + other.bram)
+
+
+@dataclass(frozen=True)
+class StageEstimate:
+    """``cycles``: cycles per inference of the stage alone; ``ii``: the same including
+    its input lane converter; ``latency``: its share of the pipeline latency (first
+    input element in to last output element out, inside the pipeline)."""
+
+    name: str
+    op: str
+    shape: dict[str, Any]
+    folding: dict[str, int]
+    cycles: int
+    ii: int
+    latency: int
+    resources: Resources
+
+    def as_report(self) -> dict[str, Any]:
+        """The ``stages[]`` entry of ``report.json``."""
+        return {"name": self.name, "op": self.op, "shape": self.shape,
+                "folding": self.folding,
+                "estimate": {"cycles": self.cycles, "ii": self.ii, "latency": self.latency,
+                             **asdict(self.resources)}}
+
+
+@dataclass(frozen=True)
+class PipelineEstimate:
+    initiation_interval: int
+    latency_cycles: int
+    cycles_per_inference: int
+    resources: Resources
+    stages: list[StageEstimate]
+    bottleneck: str
+
+    def as_report(self) -> dict[str, Any]:
+        """The ``estimate`` entry of ``report.json``."""
+        return {"initiation_interval": self.initiation_interval,
+                "latency_cycles": self.latency_cycles,
+                "cycles_per_inference": self.cycles_per_inference,
+                "resources": asdict(self.resources), "bottleneck": self.bottleneck}
+
+
+# ---- resources ------------------------------------------------------------------------
+
+_BRAM_SHAPES = ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36))
+
+
+def _bram(depth: int, width: int) -> int:
+    """DP16KD blocks for a depth x width memory."""
+    return min(-(-width // w) * -(-depth // d) for d, w in _BRAM_SHAPES)
+
+
+def _memory(depth: int, width: int, *, const: bool) -> Resources:
+    bits = depth * width
+    if (const and bits < BLOCK_ROM_BITS) or (not const and bits <= 2048):
+        return Resources(lut=max(1, bits // 16))  # LUT ROM / distributed RAM
+    return Resources(bram=_bram(depth, width))
+
+
+def _mvau_resources(mw: int, mh: int, pe: int, simd: int, requantize: bool, const: bool
+                    ) -> Resources:
+    sf, nf = mw // simd, mh // pe
+    tree_bits = sum(17 + lvl for lvl in range(ceil_log2(simd)) for _ in range(simd >> lvl))
+    per_pe = Resources(lut=tree_bits + 32, ff=16 * simd + 32 * simd + tree_bits + 32,
+                       dsp=simd)
+    rq = Resources(lut=180, ff=420, dsp=2) if requantize else Resources(lut=32, ff=130)
+    total = Resources(lut=120, ff=60 + 6 * mvau_latency(simd, requantize))
+    for _ in range(pe):
+        total = total + per_pe + rq + _memory(nf * sf, 8 * simd, const=const) + \
+            _memory(nf, 54, const=const)
+    return total + _memory(2 << ceil_log2(sf), 8 * simd, const=False)
+
+
+def _swg_resources(geom: WindowGeometry, lanes: int) -> Resources:
+    rows = min(geom.eff_kernel[0] + geom.stride[0], geom.height)
+    depth = 1 << (ceil_log2(rows) + ceil_log2(geom.width) + ceil_log2(geom.channels // lanes))
+    return Resources(lut=120 + 8 * lanes, ff=120 + 4 * 8 * lanes) + \
+        _memory(depth, 8 * lanes, const=False)
+
+
+# ---- timing model -----------------------------------------------------------------------
+
+def _seq(ready: np.ndarray) -> np.ndarray:
+    """One transfer per cycle: out[j] = max(ready[j], out[j-1] + 1)."""
+    idx = np.arange(len(ready))
+    return np.maximum.accumulate(ready - idx) + idx
+
+
+def _regroup(t: np.ndarray, a: int, b: int) -> np.ndarray:
+    """Per-element times through a lane converter a -> gcd -> b (Downsizer/Upsizer)."""
+    g = gcd(a, b)
+    if a != g:  # downsizer: sub-beat k of a beat leaves k + 1 cycles after it came
+        beats = t[::g]
+        k = np.arange(len(beats)) % (a // g)
+        t = np.repeat(_seq(beats + 1 + k), g)
+    if b != g:  # upsizer: a word leaves the cycle after its last piece
+        last = t.reshape(-1, b)[:, -1]
+        t = np.repeat(_seq(last + 1), b)
+    return t
+
+
+def _link(t: np.ndarray, a: int, b: int, fifo_depth: int) -> np.ndarray:
+    if a != b:
+        t = _regroup(t, a, b)
+    return t + fifo_latency(fifo_depth)
+
+
+def _mvau_times(t_last: float, mh: int, pe: int, sf: int, lat: int, start: float = -1e18
+                ) -> np.ndarray:
+    """Output element times of one vector whose last input beat arrived at t_last."""
+    c0 = max(t_last + 1, start)
+    nf = np.arange(mh) // pe
+    return c0 + (nf + 1) * sf - 1 + lat + _QUEUE
+
+
+def _window_times(t_in: np.ndarray, geom: WindowGeometry, lanes: int, order: str,
+                  consumer: Any) -> None:
+    """Issue the window beats of one image (times of the input elements ``t_in`` in HWC
+    order) through a sliding-window generator, beat by beat, handing each beat's
+    queue-output time to ``consumer.take(pixel, beat_in_pixel, t) -> read time``."""
+    c, h, w = geom.channels, geom.height, geom.width
+    oh, ow = geom.out_hw
+    kh, kw = geom.kernel
+    ekh = geom.eff_kernel[0]
+    pt = geom.pads[0]
+    row_done = t_in.reshape(h, w * c).max(axis=1)
+    n_w = kh * kw * (c // lanes)
+    reads: list[float] = []
+    issue = -1e18
+    for oy in range(oh):
+        hi = min(h - 1, oy * geom.stride[0] - pt + ekh - 1)
+        row_start = max(row_done[max(hi, 0)] + ROW_READY_DELAY, issue + 1 + ROW_OVERHEAD)
+        for ox in range(ow):
+            p = oy * ow + ox
+            for b in range(n_w):
+                t = row_start if (ox == 0 and b == 0) else issue + 1
+                if len(reads) >= QUEUE_DEPTH:
+                    t = max(t, reads[-QUEUE_DEPTH] + 1)
+                issue = t
+                reads.append(consumer.take(p, b, issue + 1 + _QUEUE))
+
+
+class _MVAUConsumer:
+    """The conv unit's upsizer and MVAU (double-buffered) behind a window generator."""
+
+    def __init__(self, n_w: int, k: int, sf: int, nf: int) -> None:
+        self.n_w, self.k, self.sf, self.nf = n_w, k, sf, nf
+        self.last_take = -1e18        # upsizer piece
+        self.word_out = -1e18         # last word taken by the MVAU
+        self.compute: list[float] = []  # compute start of each pixel
+        self.pending_word_ready = 0.0
+
+    def bank_free(self, p: int) -> float:
+        if p < 2:
+            return -1e18
+        return self.compute[p - 2] + self.nf * self.sf
+
+    def take(self, p: int, b: int, avail: float) -> float:
+        first_piece = b % self.k == 0
+        t = max(avail, self.last_take + 1)
+        if first_piece and self.k > 1:
+            t = max(t, self.word_out)  # the upsizer holds one word until it is taken
+        self.last_take = t
+        if b % self.k == self.k - 1:  # word complete: the MVAU takes it
+            ready = t + (1 if self.k > 1 else 0)
+            m = max(ready, self.word_out + 1, self.bank_free(p))
+            self.word_out = m
+            if self.k == 1:
+                t = m
+            if b == self.n_w - 1:
+                prev = self.compute[-1] + self.nf * self.sf if self.compute else -1e18
+                self.compute.append(max(m + 1, prev))
+        return t
+
+
+class _ReduceConsumer:
+    """The max-pool reducer: takes one beat per cycle."""
+
+    def __init__(self, group: int) -> None:
+        self.group = group
+        self.last = -1e18
+        self.outputs: list[float] = []
+
+    def take(self, p: int, b: int, avail: float) -> float:
+        t = max(avail, self.last + 1)
+        self.last = t
+        if b % self.group == self.group - 1:
+            self.outputs.append(t + 1)  # through its output skid buffer
+        return t
+
+
+def _stage_times(s: StageSpec, lanes: tuple[int, int], t_in: np.ndarray) -> np.ndarray:
+    """Per-element output times of stage ``s`` (input element times ``t_in``, already
+    converted to the stage's input lanes)."""
+    if isinstance(s, MVAUSpec):
+        return _mvau_times(float(t_in.max()), s.mh, s.pe, s.sf,
+                           mvau_latency(s.simd, s.requantize))
+    if isinstance(s, ConvSpec):
+        g = s.geometry
+        n_w = g.window_size // s.window_lanes
+        cons = _MVAUConsumer(n_w, s.simd // s.window_lanes, s.sf, s.nf)
+        _window_times(t_in, g, s.window_lanes, "kkc", cons)
+        lat = mvau_latency(s.simd, s.requantize)
+        nf = np.arange(s.mh) // s.pe
+        return np.concatenate([c + (nf + 1) * s.sf - 1 + lat + _QUEUE for c in cons.compute])
+    if isinstance(s, MaxPoolSpec):
+        g = s.geometry
+        kk = g.kernel[0] * g.kernel[1]
+        red = _ReduceConsumer(kk)
+        _window_times(t_in, g, lanes[0], "ckk", red)
+        return np.repeat(np.array(red.outputs), lanes[0])
+    raise HardwareConfigError(f"stage {s.name!r}: no estimate for {type(s).__name__}")
+
+
+# ---- cycles ---------------------------------------------------------------------------------
+
+def _window_cycles(g: WindowGeometry, lanes: int) -> int:
+    """Cycles per image of a sliding-window generator's reader: its rows of beats, the
+    gaps between rows, and the wait at an image boundary for the next image's first
+    rows that did not fit into the line buffer while the last rows were still held."""
+    oh, ow = g.out_hw
+    beats_row_in = g.width * g.channels // lanes
+    n_w = g.kernel[0] * g.kernel[1] * g.channels // lanes
+    rows = min(g.eff_kernel[0] + g.stride[0], g.height)
+    held_at_end = g.height - max(0, (oh - 1) * g.stride[0] - g.pads[0])
+    need_first = min(g.height, g.eff_kernel[0] - g.pads[0])
+    boundary = max(0, need_first - (rows - held_at_end)) * beats_row_in
+    return oh * (ow * n_w + ROW_OVERHEAD) + boundary
+
+
+def _stage_cycles(s: StageSpec, lanes: tuple[int, int]) -> int:
+    if isinstance(s, MVAUSpec):
+        return s.nf * s.sf
+    if isinstance(s, ConvSpec):
+        oh, ow = s.geometry.out_hw
+        c, h, w = s.in_shape
+        return max(_window_cycles(s.geometry, s.window_lanes), oh * ow * s.nf * s.sf,
+                   h * w * c // s.window_lanes)
+    if isinstance(s, MaxPoolSpec):
+        c, h, w = s.in_shape
+        return max(_window_cycles(s.geometry, lanes[0]), h * w * c // lanes[0])
+    raise HardwareConfigError(f"stage {s.name!r}: no estimate for {type(s).__name__}")
+
+
+def _shape(s: StageSpec) -> dict[str, Any]:
+    if isinstance(s, MVAUSpec):
+        return {"mw": s.mw, "mh": s.mh}
+    if isinstance(s, ConvSpec):
+        kh, kw = s.kernel  # type: ignore[misc]
+        return {"in": list(s.in_shape), "out": list(s.out_shape), "kernel": [kh, kw],
+                "stride": list(s.stride), "padding": list(s.padding)}  # type: ignore
+    if isinstance(s, MaxPoolSpec):
+        return {"in": list(s.in_shape), "out": list(s.out_shape),
+                "kernel": list(s.kernel), "stride": list(s.stride)}  # type: ignore
+    return {}
+
+
+def _resources(s: StageSpec, lanes: tuple[int, int]) -> Resources:
+    if isinstance(s, MVAUSpec):
+        return _mvau_resources(s.mw, s.mh, s.pe, s.simd, s.requantize, not s.runtime)
+    if isinstance(s, ConvSpec):
+        return _mvau_resources(s.mw, s.mh, s.pe, s.simd, s.requantize, not s.runtime) + \
+            _swg_resources(s.geometry, s.window_lanes)
+    if isinstance(s, MaxPoolSpec):
+        return _swg_resources(s.geometry, lanes[0]) + Resources(lut=12 * lanes[0],
+                                                                 ff=24 * lanes[0])
+    return Resources()
+
+
+def _op(s: StageSpec) -> str:
+    return getattr(s, "op", {"mvau": "quantized_fc", "conv": "quantized_conv2d",
+                             "maxpool": "pool2d"}.get(s.kind, s.kind))
+
+
+def _folding(s: StageSpec, lanes: tuple[int, int]) -> dict[str, int]:
+    if isinstance(s, MVAUSpec | ConvSpec):
+        return {"pe": s.pe, "simd": s.simd}
+    return {"lanes": lanes[0]}
+
+
+def estimate_stage(stage: StageSpec, lanes: tuple[int, int] | None = None,
+                   in_lanes: int | None = None) -> StageEstimate:
+    """Estimate of one stage on its own (input at its native lanes, one beat per
+    cycle, unless ``in_lanes`` says how wide the producer's beats are)."""
+    ln = lanes or stage_lanes([stage])[0]
+    src = in_lanes or ln[0]
+    t_in = np.repeat(np.arange(stage.in_len // src, dtype=float), src)
+    t_in = _link(t_in, src, ln[0], 0)
+    t_out = _stage_times(stage, ln, t_in)
+    cycles = _stage_cycles(stage, ln)
+    ii = max(cycles, -(-stage.in_len // gcd(src, ln[0])))
+    return StageEstimate(stage.name, _op(stage), _shape(stage), _folding(stage, ln), cycles,
+                         ii, int(t_out.max() - t_in.min()), _resources(stage, ln))
+
+
+def estimate_pipeline(stages: Sequence[StageSpec], *, in_lanes: int | None = None,
+                      out_lanes: int | None = None, fifo_depth: int = 2) -> PipelineEstimate:
+    """Whole-accelerator estimate for ``AcceleratorTop(stages, in_lanes=..., out_lanes=...,
+    fifo_depth=...)`` (same defaults)."""
+    stages = list(stages)
+    if not stages:
+        raise HardwareConfigError("estimate_pipeline: no stages")
+    lanes = stage_lanes(stages)
+    inl = in_lanes or lanes[0][0]
+    outl = out_lanes or lanes[-1][1]
+    in_len, out_len = stages[0].in_len, stages[-1].out_len
+    # first input beat accepted at cycle 0, then the input skid buffer
+    t = np.repeat(np.arange(in_len // inl, dtype=float), inl) + 1
+    prev, limits = inl, {"s_axis": in_len // inl}
+    ests = []
+    res = Resources(lut=300, ff=520)  # AXI4-Lite block, counters, framing, skid buffers
+    for s, ln in zip(stages, lanes):
+        t_link = _link(t, prev, ln[0], fifo_depth)
+        t_out = _stage_times(s, ln, t_link)
+        conv_limit = -(-s.in_len // gcd(prev, ln[0]))
+        cycles = _stage_cycles(s, ln)
+        limits[s.name] = cycles
+        if prev != ln[0]:
+            limits[f"{s.name} input converter"] = conv_limit
+        r = _resources(s, ln)
+        res = res + r + Resources(lut=8 * max(prev, ln[0]), ff=10 * max(prev, ln[0]) * 2)
+        ests.append(StageEstimate(s.name, _op(s), _shape(s), _folding(s, ln), cycles,
+                                  max(cycles, conv_limit), int(t_out.max() - t.min()), r))
+        t, prev = t_out, ln[1]
+    t = _link(t, prev, outl, fifo_depth)
+    if prev != outl:
+        limits["output converter"] = -(-out_len // gcd(prev, outl))
+    limits["m_axis"] = out_len // outl
+    latency = int(t.max()) + 1  # output skid buffer
+    bottleneck = max(limits, key=lambda k: limits[k])
+    ii = limits[bottleneck]
+    return PipelineEstimate(ii, latency, ii, res, ests, bottleneck)

@@ -1,0 +1,44 @@
+"""Amaranth components of the FPGA back end, each with a Python behavioural model.
+
+Streams are valid/ready (``amaranth.lib.stream``) with flat payloads of int8 (or
+int32) lanes, lane 0 in the low bits.  The top-level generator
+:class:`AcceleratorTop` turns a list of stage specifications (:class:`MVAUSpec`,
+:class:`ConvSpec`, :class:`MaxPoolSpec`) into one accelerator with AXI4-Stream data
+ports and an AXI4-Lite register block (:mod:`.regmap`).
+"""
+
+from ._ff import FF_STYLES, TRELLIS_FF_SIM
+from ._util import HardwareConfigError, pack_lanes, unpack_lanes
+from .axil import AXILiteModel, AXILiteRegisters, AXILiteSignature
+from .conv import ConvUnit, conv2d_model
+from .mvau import MVAU, mvau_model
+from .pool import MaxPool, MaxReduce, maxpool_model
+from .regmap import Register, emit_c_header, emit_markdown, register_map
+from .requant import Requantiser, RequantPipe, requantize_model
+from .spec import (
+    ConvSpec,
+    MaxPoolSpec,
+    MVAUSpec,
+    ParamSegment,
+    StageSpec,
+    design_hash,
+    hwc_order,
+    param_image,
+    param_layout,
+)
+from .stream import CreditQueue, Downsizer, SkidBuffer, StreamFIFO, Upsizer, WidthConverter
+from .swg import SlidingWindow, WindowGeometry, swg_model
+from .top import AcceleratorTop, pipeline_model, stage_lanes
+
+__all__ = [
+    "FF_STYLES", "TRELLIS_FF_SIM", "HardwareConfigError", "pack_lanes", "unpack_lanes",
+    "AXILiteModel", "AXILiteRegisters", "AXILiteSignature",
+    "ConvUnit", "conv2d_model", "MVAU", "mvau_model", "MaxPool", "MaxReduce", "maxpool_model",
+    "Register", "emit_c_header", "emit_markdown", "register_map",
+    "Requantiser", "RequantPipe", "requantize_model",
+    "ConvSpec", "MaxPoolSpec", "MVAUSpec", "ParamSegment", "StageSpec", "design_hash",
+    "hwc_order", "param_image", "param_layout",
+    "CreditQueue", "Downsizer", "SkidBuffer", "StreamFIFO", "Upsizer", "WidthConverter",
+    "SlidingWindow", "WindowGeometry", "swg_model",
+    "AcceleratorTop", "pipeline_model", "stage_lanes",
+]

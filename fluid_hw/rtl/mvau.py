@@ -1,0 +1,275 @@
+"""Matrix-vector-activation unit (MVAU) with PE x SIMD folding.
+
+Computes ``y = requant(W @ x + bias)`` for a weight matrix ``W`` of ``mh`` rows
+(output channels) by ``mw`` columns (inputs), int8 x int8 products summed in int32.
+
+Folding: ``pe`` rows and ``simd`` columns per cycle; ``SF = mw / simd`` synapse folds,
+``NF = mh / pe`` neuron folds, ``NF * SF`` cycles per input vector.
+
+Streams:
+
+* ``i``: the input vector in ``SF`` beats of ``simd`` int8 lanes (element ``k`` of the
+  vector is lane ``k % simd`` of beat ``k // simd``).
+* ``o``: the output vector in ``NF`` beats of ``pe`` lanes (channel ``c`` is lane
+  ``c % pe`` of beat ``c // pe``), int8 after requantisation, int32 without.
+
+Structure: the input vector is written into one half of a double buffer while the
+other half is reused ``NF`` times; per-PE weight memories (``NF * SF`` words of
+``simd`` int8, word ``nf * SF + sf`` of PE ``p`` holds ``W[nf*pe + p, sf*simd:(sf+1)*simd]``);
+a fabric register after every memory read, one on each multiplier input (a private
+copy of the input vector per PE), two after each multiplier, a registered adder
+tree, an int32 accumulator, then :class:`~.requant.RequantPipe`.  The datapath
+never stalls: a :class:`~.stream.CreditQueue` at the output decides when work may
+start.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from amaranth import Cat, Module, Mux, Signal, signed
+from amaranth.lib import stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from ._ff import FF_STYLES, copy_register
+from ._mem import ParamWriteSignature, param_memory
+from ._util import Component, HardwareConfigError, as_int_array, ceil_log2
+from .requant import (
+    BIAS_ONLY_LATENCY,
+    PARAM_ENTRY_BITS,
+    REQUANT_LATENCY,
+    RequantPipe,
+    requantize_model,
+)
+from .stream import CreditQueue, credit_depth
+
+__all__ = ["MVAU", "mvau_model", "mvau_weight_entries", "adder_tree_depth", "mvau_latency"]
+
+
+def mvau_model(x: np.ndarray, weights: np.ndarray, bias: np.ndarray | None = None,
+               multiplier: np.ndarray | None = None, shift: np.ndarray | None = None,
+               relu: bool = False) -> np.ndarray:
+    """Behavioural model: ``x`` int8 [N, mw], ``weights`` int8 [mh, mw] -> [N, mh]."""
+    acc = np.asarray(x, np.int64) @ np.asarray(weights, np.int64).T
+    return requantize_model(acc, bias, multiplier, shift, relu)
+
+
+def adder_tree_depth(simd: int) -> int:
+    """Registered levels of the adder tree summing ``simd`` products."""
+    return ceil_log2(simd)
+
+
+def mvau_latency(simd: int, requantize: bool = True) -> int:
+    """Cycles from issuing a vector's last beat to its output entering the output queue
+    (memory read, fabric registers, two product registers, adder tree, accumulator,
+    then the requantiser); the queue adds :attr:`~.stream.CreditQueue.latency`."""
+    return 5 + adder_tree_depth(simd) + (REQUANT_LATENCY if requantize else BIAS_ONLY_LATENCY)
+
+
+def mvau_weight_entries(weights: np.ndarray, pe: int, simd: int) -> list[list[int]]:
+    """Weight memory contents: one list of ``NF * SF`` words per PE, each word
+    ``simd`` int8 lanes packed lane 0 lowest (also the runtime load format)."""
+    mh, mw = weights.shape
+    nf, sf = mh // pe, mw // simd
+    w = np.asarray(weights, np.int64).reshape(nf, pe, sf, simd) & 0xFF
+    shifts = np.arange(simd, dtype=object) * 8
+    out = []
+    for p in range(pe):
+        words = []
+        for f in range(nf):
+            for s in range(sf):
+                words.append(int(sum(int(v) << int(b) for v, b in zip(w[f, p, s], shifts))))
+        out.append(words)
+    return out
+
+
+class MVAU(Component):
+    """Matrix-vector-activation unit; see the module docstring.
+
+    ``weights`` int8 [mh, mw] (``None`` with ``runtime=True``: loaded through ``wr``,
+    memory ``p`` = PE ``p``'s weights, memory ``pe + p`` = PE ``p``'s requantisation
+    parameters).  ``multiplier``/``shift`` ``None`` (and ``requantize=False``) gives
+    int32 outputs.  ``latency``: cycles from issuing the last beat of a vector to its
+    output being written into the output queue.  ``ff_style="trellis"``: the per-PE
+    copies of the input vector are ECP5 ``TRELLIS_FF`` primitives (see :mod:`._ff`).
+    """
+
+    def __init__(self, name: str, mw: int, mh: int, pe: int, simd: int, *,
+                 weights: np.ndarray | None = None, bias: np.ndarray | None = None,
+                 multiplier: np.ndarray | None = None, shift: np.ndarray | None = None,
+                 relu: bool = False, requantize: bool = True, runtime: bool = False,
+                 ff_style: str = "plain") -> None:
+        if pe < 1 or simd < 1 or mh % pe or mw % simd:
+            raise HardwareConfigError(
+                f"MVAU {name!r}: PE={pe} must divide MH={mh} and SIMD={simd} must divide "
+                f"MW={mw}")
+        self.name, self.mw, self.mh, self.pe, self.simd = name, mw, mh, pe, simd
+        if ff_style not in FF_STYLES:
+            raise HardwareConfigError(f"MVAU {name!r}: ff_style must be one of {FF_STYLES}, "
+                                      f"not {ff_style!r}")
+        self.sf, self.nf = mw // simd, mh // pe
+        self.runtime, self.ff_style = runtime, ff_style
+        if runtime:
+            self.weight_words = None
+        else:
+            if weights is None:
+                raise HardwareConfigError(f"MVAU {name!r}: const weights need a weight matrix")
+            w = as_int_array(name, "weights", weights, (mh, mw), -128, 127)
+            self.weight_words = mvau_weight_entries(w, pe, simd)
+        self.requant = RequantPipe(name, pe, mh, bias=bias, multiplier=multiplier,
+                                   shift=shift, relu=relu, requantize=requantize,
+                                   runtime=runtime)
+        self.out_bits = self.requant.out_bits
+        self.tree_depth = adder_tree_depth(simd)
+        # issue -> memory data (1) -> fabric regs (2) -> product (3) -> product (4)
+        # -> tree levels -> accumulator
+        self.acc_latency = 5 + self.tree_depth
+        self.latency = self.acc_latency + self.requant.latency
+        assert self.latency == mvau_latency(simd, requantize)
+        self.queue_depth = credit_depth(self.latency, self.sf)
+        members = {"i": In(stream.Signature(8 * simd)),
+                   "o": Out(stream.Signature(self.out_bits * pe))}
+        if runtime:
+            self.wr_addr_width = max(ceil_log2(self.nf * self.sf), ceil_log2(self.nf))
+            self.wr_data_width = max(8 * simd, PARAM_ENTRY_BITS)
+            members["wr"] = In(ParamWriteSignature(2 * pe, self.wr_addr_width,
+                                                   self.wr_data_width))
+        super().__init__(members)
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        pe, simd, sf, nf = self.pe, self.simd, self.sf, self.nf
+        m.submodules.requant = rq = self.requant
+        m.submodules.queue = q = CreditQueue(self.out_bits * pe, self.queue_depth)
+
+        # ---- input double buffer ------------------------------------------------
+        sf_bits = ceil_log2(sf)
+        m.submodules.inbuf = inbuf = Memory(shape=8 * simd, depth=2 << sf_bits, init=[])
+        in_wp = inbuf.write_port()
+        in_rp = inbuf.read_port(domain="sync")
+        full = Signal(2)
+        wbank = Signal()
+        wsf = Signal(range(max(2, sf)))
+        take = self.i.valid & self.i.ready
+        m.d.comb += [
+            self.i.ready.eq(~full.bit_select(wbank, 1)),
+            in_wp.en.eq(take),
+            in_wp.addr.eq(Cat(wsf, wbank) if sf_bits else wbank),
+            in_wp.data.eq(self.i.payload),
+        ]
+        set_full = Signal(2)
+        clr_full = Signal(2)
+        with m.If(take):
+            with m.If(wsf == sf - 1):
+                m.d.sync += [wsf.eq(0), wbank.eq(~wbank)]
+                m.d.comb += set_full.bit_select(wbank, 1).eq(1)
+            with m.Else():
+                m.d.sync += wsf.eq(wsf + 1)
+
+        # ---- issue --------------------------------------------------------------
+        rbank = Signal()
+        isf = Signal(range(max(2, sf)))
+        inf = Signal(range(max(2, nf)))
+        waddr = Signal(range(max(2, nf * sf)))
+        last_sf = isf == sf - 1
+        last_nf = inf == nf - 1
+        issue = Signal()
+        m.d.comb += [
+            issue.eq(full.bit_select(rbank, 1) & (~last_sf | q.can_issue)),
+            q.issue.eq(issue & last_sf),
+            in_rp.addr.eq(Cat(isf, rbank) if sf_bits else rbank),
+        ]
+        with m.If(issue):
+            m.d.sync += waddr.eq(Mux(last_sf & last_nf, 0, waddr + 1))
+            with m.If(last_sf):
+                m.d.sync += isf.eq(0)
+                with m.If(last_nf):
+                    m.d.sync += [inf.eq(0), rbank.eq(~rbank)]
+                    m.d.comb += clr_full.bit_select(rbank, 1).eq(1)
+                with m.Else():
+                    m.d.sync += inf.eq(inf + 1)
+            with m.Else():
+                m.d.sync += isf.eq(isf + 1)
+        m.d.sync += full.eq((full | set_full) & ~clr_full)
+
+        # control pipeline: valid / first / last / neuron fold, aligned with the data
+        def delay(sig: object, n: int, tag: str) -> list[Signal]:
+            chain = [sig]
+            for i in range(n):
+                r = Signal(len(chain[-1]), name=f"{tag}_d{i + 1}")
+                m.d.sync += r.eq(chain[-1])
+                chain.append(r)
+            return chain
+
+        first_issue = Signal()
+        m.d.comb += first_issue.eq(isf == 0)
+        lat = self.acc_latency
+        v = delay(issue, lat, "valid")
+        first = delay(first_issue, lat, "first")
+        last = delay(last_sf, lat, "last")
+        nfi = delay(inf, lat, "nf")
+
+        # ---- per-PE datapath ----------------------------------------------------
+        accs = []
+        for p in range(pe):
+            init = None if self.weight_words is None else self.weight_words[p]
+            wrp = param_memory(m, f"weights{p}", depth=nf * sf, width=8 * simd, init=init,
+                               write=getattr(self, "wr", None), write_index=p)
+            m.d.comb += wrp.addr.eq(waddr)
+            # stage 2: fabric registers after the memory reads (a private copy of the input
+            # vector per PE), one register per lane; stages 3 and 4: the product, twice
+            prods = []
+            for s in range(simd):
+                w2 = Signal(signed(8), name=f"pe{p}_w{s}")
+                x2 = Signal(signed(8), name=f"pe{p}_xs{s}")
+                p3 = Signal(signed(16), name=f"pe{p}_p{s}")
+                p4 = Signal(signed(16), name=f"pe{p}_pp{s}")
+                # each register loads only when its stage holds data (a clock enable:
+                # free in the fabric, and idle stages cost no simulation time)
+                with m.If(v[1]):
+                    m.d.sync += w2.eq(wrp.data.word_select(s, 8))
+                xs = copy_register(m, in_rp.data.word_select(s, 8), v[1], f"pe{p}_x{s}",
+                                   self.ff_style)
+                m.d.comb += x2.eq(xs)
+                with m.If(v[2]):
+                    m.d.sync += p3.eq(w2 * x2)
+                with m.If(v[3]):
+                    m.d.sync += p4.eq(p3)
+                prods.append(p4)
+            # registered adder tree
+            level = 0
+            while len(prods) > 1:
+                nxt = []
+                for j in range(0, len(prods), 2):
+                    pair = prods[j:j + 2]
+                    r = Signal(signed(len(pair[0]) + 1), name=f"pe{p}_t{level}_{j // 2}")
+                    with m.If(v[4 + level]):
+                        m.d.sync += r.eq(pair[0] + pair[1] if len(pair) == 2 else pair[0])
+                    nxt.append(r)
+                prods = nxt
+                level += 1
+            total = prods[0]
+            # accumulator
+            acc = Signal(signed(32), name=f"pe{p}_acc")
+            k = lat - 1  # the tree output is aligned with control stage lat - 1
+            with m.If(v[k]):
+                m.d.sync += acc.eq(Mux(first[k], 0, acc) + total)
+            accs.append(acc)
+
+        acc_valid = Signal()
+        m.d.comb += acc_valid.eq(v[lat] & last[lat])
+        m.d.comb += [
+            rq.i_valid.eq(acc_valid),
+            rq.i_acc.eq(Cat(*accs)),
+            rq.i_idx.eq(nfi[lat]),
+            q.w_valid.eq(rq.o_valid),
+            q.w_data.eq(rq.o_data),
+        ]
+        if self.runtime:
+            m.d.comb += [
+                rq.wr.en.eq(self.wr.en[pe:]),
+                rq.wr.addr.eq(self.wr.addr),
+                rq.wr.data.eq(self.wr.data),
+            ]
+        wiring.connect(m, q.o, wiring.flipped(self.o))
+        return m

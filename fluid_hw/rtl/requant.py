@@ -1,0 +1,185 @@
+"""Bias add and requantisation, exactly as ``docs/fixed_point.md`` states.
+
+For an int32 accumulator ``x`` of channel ``c``::
+
+    s = int32(x + bias[c])                      (the quantised op's int32 output)
+    p = int64(s) * m[c]                         (m in [0, 2^15 - 1])
+    r = (p + 2^(n-1)) >> n   if n > 0 else p    (arithmetic shift: round half up)
+    out = clamp(r, 0 if relu else -128, 127)    (int8)
+
+:class:`RequantPipe` is the fixed-latency pipeline (``lanes`` channels in parallel,
+per-lane parameter memories indexed by channel group); :class:`Requantiser` wraps
+it into a stream component.  With ``requantize=False`` the pipeline only adds the
+bias and passes ``s`` on as int32 (a last stage whose output the host dequantises).
+
+Parameter memory entry (54 bits, also the runtime load format): bits 31..0 bias
+(two's complement), 47..32 multiplier, 53..48 shift.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ._mem import ParamWriteSignature, param_memory
+from ._util import Component, HardwareConfigError, as_int_array, ceil_log2
+from .stream import CreditQueue, credit_depth
+
+__all__ = ["RequantPipe", "Requantiser", "requantize_model", "requant_entries",
+           "PARAM_ENTRY_BITS", "REQUANT_LATENCY", "BIAS_ONLY_LATENCY"]
+
+PARAM_ENTRY_BITS = 54
+#: pipeline depth of :class:`RequantPipe` with and without requantisation
+REQUANT_LATENCY = 9
+BIAS_ONLY_LATENCY = 3
+
+
+def requantize_model(acc: np.ndarray, bias: np.ndarray | None, multiplier: np.ndarray | None,
+                     shift: np.ndarray | None, relu: bool) -> np.ndarray:
+    """Behavioural model.  ``acc`` is int [..., C] (last axis = channel).  Returns int8
+    or, without a multiplier, the int32 ``acc + bias``."""
+    s = np.asarray(acc, dtype=np.int64)
+    if bias is not None:
+        s = s + np.asarray(bias, dtype=np.int64)
+    s = ((s + 2**31) % 2**32) - 2**31  # int32 wrap, as the int32 kernel does
+    if multiplier is None:
+        return s.astype(np.int32)
+    m = np.asarray(multiplier, dtype=np.int64)
+    n = np.asarray(shift, dtype=np.int64)
+    p = s * m
+    rnd = np.where(n > 0, np.left_shift(np.int64(1), np.maximum(n - 1, 0)), 0)
+    r = np.right_shift(p + rnd, n)
+    return np.clip(r, 0 if relu else -128, 127).astype(np.int8)
+
+
+def requant_entries(name: str, channels: int, bias: np.ndarray | None,
+                    multiplier: np.ndarray | None, shift: np.ndarray | None) -> list[int]:
+    """Parameter memory entries, one per channel, after checking ranges."""
+    b = (np.zeros(channels, np.int64) if bias is None else
+         as_int_array(name, "bias", bias, (channels,), -2**31, 2**31 - 1))
+    if multiplier is None:
+        m = np.ones(channels, np.int64)
+        n = np.zeros(channels, np.int64)
+    else:
+        m = as_int_array(name, "multiplier", multiplier, (channels,), 0, 2**15 - 1)
+        n = as_int_array(name, "shift", shift, (channels,), 0, 47)
+    return [(int(b[c]) & 0xFFFFFFFF) | (int(m[c]) << 32) | (int(n[c]) << 48)
+            for c in range(channels)]
+
+
+class RequantPipe(Component):
+    """``lanes`` requantisers in parallel; never stalls.
+
+    Ports: ``i_valid``, ``i_acc`` (lanes x int32), ``i_idx`` (channel group: lane ``l``
+    holds channel ``i_idx * lanes + l``) in; ``o_valid``, ``o_data`` (lanes x int8,
+    or int32 without requantisation) out, :attr:`latency` cycles later.  Runtime
+    parameters: ``wr`` (:func:`~._mem.ParamWriteSignature`, memory ``l`` = lane ``l``).
+    """
+
+    def __init__(self, name: str, lanes: int, channels: int, *,
+                 bias: np.ndarray | None = None, multiplier: np.ndarray | None = None,
+                 shift: np.ndarray | None = None, relu: bool = False,
+                 requantize: bool = True, runtime: bool = False) -> None:
+        if channels % lanes:
+            raise HardwareConfigError(
+                f"{name}: {channels} channels are not a multiple of {lanes} lanes")
+        if requantize and not runtime and (multiplier is None or shift is None):
+            raise HardwareConfigError(f"{name}: requantisation needs a multiplier and a shift")
+        self.name, self.lanes, self.channels = name, lanes, channels
+        self.groups = channels // lanes
+        self.requantize, self.relu, self.runtime = requantize, relu, runtime
+        self.out_bits = 8 if requantize else 32
+        self.entries = None if runtime else requant_entries(
+            name, channels, bias, multiplier if requantize else None,
+            shift if requantize else None)
+        self.latency = REQUANT_LATENCY if requantize else BIAS_ONLY_LATENCY
+        members = {
+            "i_valid": In(1), "i_acc": In(32 * lanes), "i_idx": In(range(max(2, self.groups))),
+            "o_valid": Out(1), "o_data": Out(self.out_bits * lanes),
+        }
+        if runtime:
+            members["wr"] = In(ParamWriteSignature(lanes, ceil_log2(self.groups),
+                                                   PARAM_ENTRY_BITS))
+        super().__init__(members)
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        lat = self.latency
+        valid = [Signal(name=f"v{i}") for i in range(lat + 1)]
+        m.d.comb += valid[0].eq(self.i_valid)
+        for i in range(lat):
+            m.d.sync += valid[i + 1].eq(valid[i])
+        m.d.comb += self.o_valid.eq(valid[lat])
+        outs = []
+        for lane in range(self.lanes):
+            init = None if self.entries is None else self.entries[lane::self.lanes]
+            rp = param_memory(m, f"params{lane}", depth=self.groups, width=PARAM_ENTRY_BITS,
+                              init=init, write=getattr(self, "wr", None), write_index=lane)
+            m.d.comb += rp.addr.eq(self.i_idx)
+            outs.append(self._lane(m, lane, rp.data, valid))
+        m.d.comb += self.o_data.eq(Cat(*outs))
+        return m
+
+    def _lane(self, m: Module, lane: int, entry: Signal, valid: list[Signal]) -> Signal:
+        def reg(stage: int, shape: object, value: object, tag: str) -> Signal:
+            """Register of pipeline stage ``stage``, loaded when its input is valid."""
+            r = Signal(shape, name=f"l{lane}_{tag}")
+            with m.If(valid[stage - 1]):
+                m.d.sync += r.eq(value)
+            return r
+
+        acc1 = reg(1, signed(32), self.i_acc.word_select(lane, 32).as_signed(), "acc1")
+        acc2 = reg(2, signed(32), acc1, "acc2")  # beside the memory's own output register
+        bias2 = reg(2, signed(32), entry[0:32].as_signed(), "bias2")
+        mul2 = reg(2, unsigned(16), entry[32:47], "mul2")
+        sh2 = reg(2, unsigned(6), entry[48:54], "sh2")
+        s3 = reg(3, signed(32), acc2 + bias2, "s3")  # int32 wrap by truncation
+        if not self.requantize:
+            return s3
+        mul3 = reg(3, signed(17), mul2, "mul3")
+        sh3 = reg(3, unsigned(6), sh2, "sh3")
+        p4 = reg(4, signed(48), s3 * mul3, "p4")
+        sh4 = reg(4, unsigned(6), sh3, "sh4")
+        p5 = reg(5, signed(48), p4, "p5")
+        sh5 = reg(5, unsigned(6), sh4, "sh5")
+        rnd = Signal(unsigned(48), name=f"l{lane}_rnd")
+        m.d.comb += rnd.eq((Const(1, 48) << sh5) >> 1)
+        q6 = reg(6, signed(49), p5 + rnd, "q6")
+        sh6 = reg(6, unsigned(6), sh5, "sh6")
+        q7 = reg(7, signed(49), q6 >> Cat(Const(0, 3), sh6[3:6]), "q7")
+        sh7 = reg(7, unsigned(3), sh6[0:3], "sh7")
+        r8 = reg(8, signed(49), q7 >> sh7, "r8")
+        lo = 0 if self.relu else -128
+        clamped = Mux(r8 > 127, 127, Mux(r8 < lo, lo, r8[0:8]))
+        return reg(9, unsigned(8), clamped, "out9")
+
+
+class Requantiser(Component):
+    """Stream requantiser: ``i`` carries vectors of ``channels`` int32 values in beats of
+    ``lanes`` (channel order), ``o`` the int8 results in the same beats."""
+
+    def __init__(self, name: str, lanes: int, channels: int, **kwargs: object) -> None:
+        self.pipe = RequantPipe(name, lanes, channels, **kwargs)  # type: ignore[arg-type]
+        self.lanes, self.channels = lanes, channels
+        super().__init__({"i": In(stream.Signature(32 * lanes)),
+                          "o": Out(stream.Signature(self.pipe.out_bits * lanes))})
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        m.submodules.pipe = pipe = self.pipe
+        depth = credit_depth(pipe.latency, 1)
+        m.submodules.queue = q = CreditQueue(pipe.out_bits * self.lanes, depth)
+        idx = Signal(range(max(2, pipe.groups)))
+        go = self.i.valid & q.can_issue
+        m.d.comb += [
+            self.i.ready.eq(q.can_issue),
+            q.issue.eq(go),
+            pipe.i_valid.eq(go), pipe.i_acc.eq(self.i.payload), pipe.i_idx.eq(idx),
+            q.w_valid.eq(pipe.o_valid), q.w_data.eq(pipe.o_data),
+        ]
+        with m.If(go):
+            m.d.sync += idx.eq(Mux(idx == pipe.groups - 1, 0, idx + 1))
+        wiring.connect(m, q.o, wiring.flipped(self.o))
+        return m

@@ -1,0 +1,472 @@
+"""Stage specifications: what the top-level generator builds, as plain data.
+
+``fluid_hw.hls.stages`` subclasses these with estimates; the top generator
+(:class:`~.top.AcceleratorTop`) only needs what is here.  Conventions:
+
+* Weights of a fully-connected stage are ``[mh, mw]`` (one row per output channel),
+  the transpose of ``quantized_fc``'s ``W [K, C]`` (use :meth:`MVAUSpec.from_fc`).
+* Convolution filters are ``[M, C, kh, kw]`` as in ``quantized_conv2d``.
+* Images stream in HWC order (channel fastest) into and out of every image stage; a
+  fully-connected stage after one takes its input in that order too, so its weight
+  columns must be permuted from CHW (:func:`hwc_order`).
+* ``weights_mode="runtime"``: weights, bias, multiplier and shift are not built into
+  the hardware but loaded through the AXI4-Lite window (:func:`param_image`); the
+  arrays given here, if any, are the values the host loads by default.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from math import gcd
+from typing import Any
+
+import numpy as np
+
+from ._util import HardwareConfigError, as_int_array, ceil_log2
+from .mvau import mvau_weight_entries
+from .requant import PARAM_ENTRY_BITS, requant_entries
+from .swg import WindowGeometry
+
+__all__ = ["StageSpec", "MVAUSpec", "ConvSpec", "MaxPoolSpec", "ParamSegment",
+           "param_layout", "param_image", "design_hash", "hwc_order"]
+
+
+def hwc_order(channels: int, height: int, width: int) -> np.ndarray:
+    """Index array ``idx`` with ``x_hwc = x_chw.reshape(-1)[idx]``: the element order in
+    which an image stage streams a CHW tensor.  A following fully-connected stage's
+    weight columns are ``W[:, idx]``."""
+    return np.arange(channels * height * width).reshape(channels, height, width) \
+        .transpose(1, 2, 0).reshape(-1)
+
+
+def _pair(name: str, what: str, v: int | tuple[int, ...]) -> tuple[int, int]:
+    t = (v, v) if isinstance(v, int) else tuple(int(x) for x in v)
+    if len(t) != 2:
+        raise HardwareConfigError(f"{name}: {what} must be an int or a pair, got {v!r}")
+    return t  # type: ignore[return-value]
+
+
+def _pads(name: str, v: int | tuple[int, ...]) -> tuple[int, int, int, int]:
+    """Padding as int, (ph, pw) or (top, left, bottom, right)."""
+    t = (v,) * 4 if isinstance(v, int) else tuple(int(x) for x in v)
+    if len(t) == 2:
+        t = (t[0], t[1], t[0], t[1])
+    if len(t) != 4:
+        raise HardwareConfigError(f"{name}: padding must be an int, a pair or 4 values "
+                                  f"(top, left, bottom, right), got {v!r}")
+    return t  # type: ignore[return-value]
+
+
+def _digest(a: np.ndarray | None) -> str | None:
+    return None if a is None else hashlib.sha256(
+        np.ascontiguousarray(np.asarray(a, np.int64)).tobytes()).hexdigest()[:16]
+
+
+class StageSpec:
+    """Common interface of stage specifications."""
+
+    name: str
+
+    kind = "stage"
+    #: stream format
+    in_len: int
+    out_len: int
+    in_lanes: int
+    out_lanes: int
+    out_bits: int = 8
+    runtime: bool = False
+
+    def validate(self) -> None:  # pragma: no cover - overridden
+        pass
+
+    def structure(self) -> dict[str, Any]:
+        """Everything that shapes the hardware (used for hashing and reports)."""
+        raise NotImplementedError
+
+    def params(self) -> dict[str, Any]:
+        """Digests of the parameter arrays (hashed only when built in)."""
+        return {}
+
+
+class _MatrixMixin(StageSpec):
+    """Shared by MVAU and convolution stages: the matrix and its requantisation."""
+
+    mw: int
+    mh: int
+    pe: int
+    simd: int
+    bias: np.ndarray | None
+    multiplier: np.ndarray | None
+    shift: np.ndarray | None
+    relu: bool
+    weights_mode: str
+    requantize: bool
+
+    def _check_matrix(self) -> None:
+        n = self.name
+        if self.weights_mode not in ("const", "runtime"):
+            raise HardwareConfigError(f"stage {n!r}: weights_mode must be 'const' or "
+                                      f"'runtime', not {self.weights_mode!r}")
+        if self.pe < 1 or self.mh % self.pe:
+            raise HardwareConfigError(f"stage {n!r}: PE={self.pe} must divide the "
+                                      f"{self.mh} output channels")
+        if self.simd < 1 or self.mw % self.simd:
+            raise HardwareConfigError(f"stage {n!r}: SIMD={self.simd} must divide the "
+                                      f"{self.mw} inputs per output (MW)")
+        if self.mw * 127 * 128 >= 2**31:
+            raise HardwareConfigError(f"stage {n!r}: MW={self.mw} can overflow the int32 "
+                                      "accumulator")
+        w = self.matrix()
+        tag = f"stage {n!r}"
+        if w is None and self.weights_mode == "const":
+            raise HardwareConfigError(f"stage {n!r}: const weights need the weight array")
+        if w is not None:
+            as_int_array(tag, "weights", w, (self.mh, self.mw), -128, 127)
+        if self.bias is not None:
+            as_int_array(tag, "bias", self.bias, (self.mh,), -2**31, 2**31 - 1)
+        if self.requantize:
+            if self.weights_mode == "const" and (self.multiplier is None or self.shift is None):
+                raise HardwareConfigError(f"stage {n!r}: requantisation needs 'multiplier' and "
+                                          "'shift' (or requantize=False for int32 outputs)")
+            if self.multiplier is not None:
+                as_int_array(tag, "multiplier", self.multiplier, (self.mh,), 0, 2**15 - 1)
+            if self.shift is not None:
+                as_int_array(tag, "shift", self.shift, (self.mh,), 0, 47)
+        elif self.relu:
+            raise HardwareConfigError(f"stage {n!r}: relu needs requantisation")
+
+    def matrix(self) -> np.ndarray | None:
+        raise NotImplementedError
+
+    @property
+    def runtime(self) -> bool:  # type: ignore[override]
+        return self.weights_mode == "runtime"
+
+    @property
+    def out_bits(self) -> int:  # type: ignore[override]
+        return 8 if self.requantize else 32
+
+    @property
+    def sf(self) -> int:
+        return self.mw // self.simd
+
+    @property
+    def nf(self) -> int:
+        return self.mh // self.pe
+
+    def params(self) -> dict[str, Any]:
+        return {"weights": _digest(self.matrix()), "bias": _digest(self.bias),
+                "multiplier": _digest(self.multiplier), "shift": _digest(self.shift)}
+
+    def weight_entries(self) -> list[list[int]]:
+        w = self.matrix()
+        if w is None:
+            raise HardwareConfigError(f"stage {self.name!r}: no weights to load")
+        return mvau_weight_entries(np.asarray(w, np.int64), self.pe, self.simd)
+
+    def requant_entries(self) -> list[int]:
+        return requant_entries(self.name, self.mh, self.bias,
+                               self.multiplier if self.requantize else None,
+                               self.shift if self.requantize else None)
+
+
+@dataclass(eq=False)
+class MVAUSpec(_MatrixMixin):
+    """A fully-connected layer + requantisation: ``mw`` inputs, ``mh`` outputs,
+    ``weights`` int8 [mh, mw]."""
+
+    name: str
+    mw: int
+    mh: int
+    pe: int = 1
+    simd: int = 1
+    weights: np.ndarray | None = None
+    bias: np.ndarray | None = None
+    multiplier: np.ndarray | None = None
+    shift: np.ndarray | None = None
+    relu: bool = False
+    weights_mode: str = "const"
+    requantize: bool = True
+
+    kind = "mvau"
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    @classmethod
+    def from_fc(cls, name: str, w_kc: np.ndarray, **kwargs: Any) -> MVAUSpec:
+        """From ``quantized_fc``'s ``W [K, C]`` (transposed to [mh=C, mw=K])."""
+        w = np.asarray(w_kc)
+        return cls(name, mw=w.shape[0], mh=w.shape[1], weights=w.T, **kwargs)
+
+    def validate(self) -> None:
+        self._check_matrix()
+
+    def matrix(self) -> np.ndarray | None:
+        return None if self.weights is None else np.asarray(self.weights)
+
+    @property
+    def in_len(self) -> int:  # type: ignore[override]
+        return self.mw
+
+    @property
+    def out_len(self) -> int:  # type: ignore[override]
+        return self.mh
+
+    @property
+    def in_lanes(self) -> int:  # type: ignore[override]
+        return self.simd
+
+    @property
+    def out_lanes(self) -> int:  # type: ignore[override]
+        return self.pe
+
+    def structure(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "mw": self.mw, "mh": self.mh,
+                "pe": self.pe, "simd": self.simd, "relu": self.relu,
+                "bias": self.bias is not None, "mode": self.weights_mode,
+                "requantize": self.requantize}
+
+
+@dataclass(eq=False)
+class ConvSpec(_MatrixMixin):
+    """A convolution (sliding windows + MVAU) + requantisation on an HWC-streamed
+    image of ``in_shape = (C, H, W)``; ``weights`` int8 [M, C, kh, kw]."""
+
+    name: str
+    in_shape: tuple[int, int, int]
+    out_channels: int
+    kernel: int | tuple[int, int] = 3
+    stride: int | tuple[int, int] = 1
+    padding: int | tuple[int, ...] = 0
+    dilation: int | tuple[int, int] = 1
+    pe: int = 1
+    simd: int = 1
+    weights: np.ndarray | None = None
+    bias: np.ndarray | None = None
+    multiplier: np.ndarray | None = None
+    shift: np.ndarray | None = None
+    relu: bool = False
+    weights_mode: str = "const"
+    requantize: bool = True
+
+    kind = "conv"
+
+    def __post_init__(self) -> None:
+        self.in_shape = tuple(int(v) for v in self.in_shape)  # type: ignore[assignment]
+        self.kernel = _pair(self.name, "kernel", self.kernel)
+        self.stride = _pair(self.name, "stride", self.stride)
+        self.dilation = _pair(self.name, "dilation", self.dilation)
+        self.padding = _pads(self.name, self.padding)
+        self.validate()
+
+    @property
+    def geometry(self) -> WindowGeometry:
+        c, h, w = self.in_shape
+        return WindowGeometry(c, h, w, self.kernel, self.stride, self.padding,  # type: ignore
+                              self.dilation)  # type: ignore[arg-type]
+
+    @property
+    def mw(self) -> int:  # type: ignore[override]
+        kh, kw = self.kernel  # type: ignore[misc]
+        return kh * kw * self.in_shape[0]
+
+    @property
+    def mh(self) -> int:  # type: ignore[override]
+        return self.out_channels
+
+    @property
+    def out_shape(self) -> tuple[int, int, int]:
+        oh, ow = self.geometry.out_hw
+        return (self.out_channels, oh, ow)
+
+    @property
+    def window_lanes(self) -> int:
+        """Lanes of the window generator: gcd(C, SIMD)."""
+        return gcd(self.in_shape[0], self.simd)
+
+    def validate(self) -> None:
+        if len(self.in_shape) != 3:
+            raise HardwareConfigError(f"stage {self.name!r}: in_shape must be (C, H, W)")
+        self.geometry.check(f"stage {self.name!r}")
+        if self.weights is not None:
+            kh, kw = self.kernel  # type: ignore[misc]
+            shape = (self.out_channels, self.in_shape[0], kh, kw)
+            if tuple(np.shape(self.weights)) != shape:
+                raise HardwareConfigError(f"stage {self.name!r}: filter has shape "
+                                          f"{tuple(np.shape(self.weights))}, expected {shape} "
+                                          "[M, C, kh, kw]")
+        self._check_matrix()
+
+    def matrix(self) -> np.ndarray | None:
+        """Filters as the MVAU matrix [M, (ky * kw + kx) * C + c]."""
+        if self.weights is None:
+            return None
+        return np.asarray(self.weights).transpose(0, 2, 3, 1).reshape(self.out_channels, -1)
+
+    @property
+    def in_len(self) -> int:  # type: ignore[override]
+        c, h, w = self.in_shape
+        return c * h * w
+
+    @property
+    def out_len(self) -> int:  # type: ignore[override]
+        m, oh, ow = self.out_shape
+        return m * oh * ow
+
+    @property
+    def in_lanes(self) -> int:  # type: ignore[override]
+        return self.window_lanes
+
+    @property
+    def out_lanes(self) -> int:  # type: ignore[override]
+        return self.pe
+
+    def structure(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "in_shape": list(self.in_shape),
+                "out_channels": self.out_channels, "kernel": list(self.kernel),  # type: ignore
+                "stride": list(self.stride), "padding": list(self.padding),  # type: ignore
+                "dilation": list(self.dilation), "pe": self.pe,  # type: ignore[arg-type]
+                "simd": self.simd, "relu": self.relu, "bias": self.bias is not None,
+                "mode": self.weights_mode, "requantize": self.requantize}
+
+
+@dataclass(eq=False)
+class MaxPoolSpec(StageSpec):
+    """Max pooling on an HWC-streamed int8 image of ``in_shape = (C, H, W)``.
+    ``lanes`` channels per beat (``None``: the producer's lanes if they divide C)."""
+
+    name: str
+    in_shape: tuple[int, int, int]
+    kernel: int | tuple[int, int] = 2
+    stride: int | tuple[int, int] | None = None
+    padding: int | tuple[int, ...] = 0
+    lanes: int | None = None
+
+    kind = "maxpool"
+
+    def __post_init__(self) -> None:
+        self.in_shape = tuple(int(v) for v in self.in_shape)  # type: ignore[assignment]
+        self.kernel = _pair(self.name, "kernel", self.kernel)
+        self.stride = _pair(self.name, "stride",
+                            self.kernel if self.stride is None else self.stride)  # type: ignore
+        self.padding = _pads(self.name, self.padding)
+        self.validate()
+
+    @property
+    def geometry(self) -> WindowGeometry:
+        c, h, w = self.in_shape
+        return WindowGeometry(c, h, w, self.kernel, self.stride, self.padding)  # type: ignore
+
+    @property
+    def out_shape(self) -> tuple[int, int, int]:
+        oh, ow = self.geometry.out_hw
+        return (self.in_shape[0], oh, ow)
+
+    def validate(self) -> None:
+        if len(self.in_shape) != 3:
+            raise HardwareConfigError(f"stage {self.name!r}: in_shape must be (C, H, W)")
+        self.geometry.check(f"stage {self.name!r}")
+        if self.lanes is not None and (self.lanes < 1 or self.in_shape[0] % self.lanes):
+            raise HardwareConfigError(f"stage {self.name!r}: lanes={self.lanes} must divide "
+                                      f"the {self.in_shape[0]} channels")
+
+    @property
+    def in_len(self) -> int:  # type: ignore[override]
+        c, h, w = self.in_shape
+        return c * h * w
+
+    @property
+    def out_len(self) -> int:  # type: ignore[override]
+        c, oh, ow = self.out_shape
+        return c * oh * ow
+
+    @property
+    def in_lanes(self) -> int:  # type: ignore[override]
+        return self.lanes or 1
+
+    @property
+    def out_lanes(self) -> int:  # type: ignore[override]
+        return self.lanes or 1
+
+    def structure(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "in_shape": list(self.in_shape),
+                "kernel": list(self.kernel), "stride": list(self.stride),  # type: ignore
+                "padding": list(self.padding), "lanes": self.lanes}  # type: ignore
+
+
+# ---- runtime parameter layout -------------------------------------------------------
+
+@dataclass(frozen=True)
+class ParamSegment:
+    """One runtime memory's place in the PARAM_ADDR word address space."""
+
+    index: int          # segment number: base = index << segment_bits
+    stage: str
+    stage_index: int    # position of the stage in the pipeline
+    kind: str           # "weights" | "requant"
+    pe: int
+    depth: int          # entries
+    entry_bits: int
+    words_per_entry: int  # a power of two
+    base: int           # first word address
+
+    @property
+    def words(self) -> int:
+        return self.depth * self.words_per_entry
+
+
+def _pow2(n: int) -> int:
+    return 1 << ceil_log2(n)
+
+
+def param_layout(specs: list[StageSpec]) -> tuple[list[ParamSegment], int]:
+    """Segments of every runtime stage's memories (per PE: weights, then requantisation
+    parameters) and ``segment_bits``: segment ``i`` starts at word ``i << segment_bits``."""
+    raw = []
+    for si, s in enumerate(specs):
+        if not (isinstance(s, _MatrixMixin) and s.runtime):
+            continue
+        for p in range(s.pe):
+            raw.append((s.name, si, "weights", p, s.nf * s.sf, 8 * s.simd,
+                        _pow2(-(-8 * s.simd // 32))))
+        for p in range(s.pe):
+            raw.append((s.name, si, "requant", p, s.nf, PARAM_ENTRY_BITS, 2))
+    if not raw:
+        return [], 0
+    bits = ceil_log2(max(d * w for *_, d, _, w in raw))
+    segs = [ParamSegment(i, n, si, k, p, d, eb, w, i << bits)
+            for i, (n, si, k, p, d, eb, w) in enumerate(raw)]
+    return segs, bits
+
+
+def param_image(specs: list[StageSpec]) -> list[tuple[int, np.ndarray]]:
+    """The words to load for the runtime stages' current arrays: a list of
+    ``(word_address, uint32 words)``, one per segment (write PARAM_ADDR, then the words
+    to PARAM_DATA)."""
+    segs, _ = param_layout(specs)
+    out = []
+    cache: dict[int, tuple[list[list[int]], list[int]]] = {}
+    for seg in segs:
+        s = specs[seg.stage_index]
+        assert isinstance(s, _MatrixMixin)
+        if seg.stage_index not in cache:
+            cache[seg.stage_index] = (s.weight_entries(), s.requant_entries())
+        wts, rq = cache[seg.stage_index]
+        entries = wts[seg.pe] if seg.kind == "weights" else rq[seg.pe::s.pe]
+        words = np.zeros(seg.words, np.uint32)
+        for e, value in enumerate(entries):
+            for k in range(seg.words_per_entry):
+                words[e * seg.words_per_entry + k] = (value >> (32 * k)) & 0xFFFFFFFF
+        out.append((seg.base, words))
+    return out
+
+
+def design_hash(specs: list[StageSpec], options: dict[str, Any]) -> str:
+    """SHA-256 (hex) of the structure of every stage and the top-level options, plus the
+    parameter arrays of stages whose parameters are built in (``const``)."""
+    doc = {"options": options,
+           "stages": [{**s.structure(), **({} if s.runtime else s.params())} for s in specs]}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()

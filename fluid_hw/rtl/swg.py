@@ -1,0 +1,273 @@
+"""Sliding-window generator: streaming im2col with zero padding, strides, dilation.
+
+Input: images of ``channels x height x width`` int8, streamed in HWC order (channel
+fastest, then column, then row) in beats of ``lanes`` channels (``lanes`` divides
+``channels``).  Output: for every output pixel (row-major), the window's elements
+in beats of ``lanes``, in one of two orders:
+
+* ``"kkc"`` (for a convolution): kernel row, kernel column, channel (fastest) -- the
+  column order of the MVAU weight matrix ``W[m, (ky * kw + kx) * C + c]``;
+* ``"ckk"`` (for pooling): channel group, kernel row, kernel column (fastest), so a
+  reducer sees one channel group's ``kh * kw`` values back to back.
+
+Positions outside the image give ``pad_value`` (0 for a convolution, -128 for max
+pooling, so padding never wins).
+
+Hardware: a ring of ``rows = min(eff_kh + stride_h, height)`` line buffers in one
+memory (address ``{slot, x, channel group}``); a writer fills rows as they arrive, a
+reader waits until an output row's input rows are present, issues one beat per cycle
+through a one-cycle memory read into a :class:`~.stream.CreditQueue`, then releases
+the rows the next output row no longer needs.  Consecutive images stream without
+gaps: the writer runs ahead into the next image while the reader finishes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from amaranth import Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from ._util import Component, HardwareConfigError, ceil_log2
+from .stream import CreditQueue
+
+__all__ = ["WindowGeometry", "SlidingWindow", "swg_model", "ROW_OVERHEAD", "ROW_READY_DELAY",
+           "QUEUE_DEPTH"]
+
+#: Idle cycles of the reader between two output rows (release, then the row check).
+ROW_OVERHEAD = 2
+#: Cycles from the last beat of an input row being written to the first read issued
+#: for an output row that waited for it.
+ROW_READY_DELAY = 2
+#: Entries of the output queue (issue to queue output: 1 + 2 cycles).
+QUEUE_DEPTH = 4
+
+
+@dataclass(frozen=True)
+class WindowGeometry:
+    """Window geometry of a convolution or pooling over a ``channels x height x
+    width`` input.  ``pads`` = (top, left, bottom, right)."""
+
+    channels: int
+    height: int
+    width: int
+    kernel: tuple[int, int]
+    stride: tuple[int, int] = (1, 1)
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0)
+    dilation: tuple[int, int] = (1, 1)
+
+    @property
+    def eff_kernel(self) -> tuple[int, int]:
+        return ((self.kernel[0] - 1) * self.dilation[0] + 1,
+                (self.kernel[1] - 1) * self.dilation[1] + 1)
+
+    @property
+    def out_hw(self) -> tuple[int, int]:
+        ekh, ekw = self.eff_kernel
+        pt, pl, pb, pr = self.pads
+        return ((self.height + pt + pb - ekh) // self.stride[0] + 1,
+                (self.width + pl + pr - ekw) // self.stride[1] + 1)
+
+    @property
+    def window_size(self) -> int:
+        return self.kernel[0] * self.kernel[1] * self.channels
+
+    def check(self, name: str) -> None:
+        vals = (self.channels, self.height, self.width, *self.kernel, *self.stride,
+                *self.dilation)
+        if min(vals) < 1 or min(self.pads) < 0:
+            raise HardwareConfigError(f"{name}: window geometry {self} has a non-positive "
+                                      "size or a negative padding")
+        oh, ow = self.out_hw
+        if oh < 1 or ow < 1:
+            raise HardwareConfigError(f"{name}: the kernel {self.kernel} does not fit the "
+                                      f"{self.height}x{self.width} input with pads {self.pads}")
+        if max(self.pads[0], self.pads[2]) >= self.eff_kernel[0] or \
+                max(self.pads[1], self.pads[3]) >= self.eff_kernel[1]:
+            raise HardwareConfigError(f"{name}: padding {self.pads} must be smaller than the "
+                                      f"kernel {self.eff_kernel}")
+
+
+def swg_model(image_hwc: np.ndarray, geom: WindowGeometry, lanes: int = 1,
+              order: str = "kkc", pad_value: int = 0) -> np.ndarray:
+    """Behavioural model: one image [H, W, C] -> windows [OH * OW, kh * kw * C], each
+    row holding the window's elements in stream order (``order``, beats of ``lanes``)."""
+    h, w, c = image_hwc.shape
+    pt, pl, pb, pr = geom.pads
+    padded = np.full((h + pt + pb, w + pl + pr, c), pad_value, dtype=np.int64)
+    padded[pt:pt + h, pl:pl + w] = image_hwc
+    oh, ow = geom.out_hw
+    kh, kw = geom.kernel
+    (sh, sw), (dh, dw) = geom.stride, geom.dilation
+    rows = []
+    for oy in range(oh):
+        for ox in range(ow):
+            win = padded[oy * sh:oy * sh + (kh - 1) * dh + 1:dh,
+                         ox * sw:ox * sw + (kw - 1) * dw + 1:dw]  # [kh, kw, C]
+            if order == "ckk":
+                win = win.reshape(kh * kw, c // lanes, lanes).transpose(1, 0, 2)
+            rows.append(win.reshape(-1))
+    return np.stack(rows)
+
+
+class SlidingWindow(Component):
+    """Sliding-window generator; see the module docstring.  ``i`` and ``o`` carry
+    ``lanes`` int8 elements per beat."""
+
+    def __init__(self, name: str, geom: WindowGeometry, lanes: int, *, order: str = "kkc",
+                 pad_value: int = 0) -> None:
+        geom.check(name)
+        if geom.channels % lanes:
+            raise HardwareConfigError(
+                f"{name}: {lanes} lanes do not divide {geom.channels} channels")
+        if order not in ("kkc", "ckk"):
+            raise HardwareConfigError(f"{name}: window order must be 'kkc' or 'ckk', not "
+                                      f"{order!r}")
+        self.name, self.geom, self.lanes, self.order = name, geom, lanes, order
+        self.pad_value = pad_value
+        self.cf = geom.channels // lanes
+        self.rows = min(geom.eff_kernel[0] + geom.stride[0], geom.height)
+        self.latency = 1
+        self.queue_depth = QUEUE_DEPTH
+        super().__init__({"i": In(stream.Signature(8 * lanes)),
+                          "o": Out(stream.Signature(8 * lanes))})
+
+    @property
+    def beats_per_pixel(self) -> int:
+        return self.geom.kernel[0] * self.geom.kernel[1] * self.cf
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        g = self.geom
+        H, W, R, CF = g.height, g.width, self.rows, self.cf
+        kh, kw = g.kernel
+        (sh, sw), (dh, dw) = g.stride, g.dilation
+        pt, pl, _pb, _pr = g.pads
+        ekh = g.eff_kernel[0]
+        OH, OW = g.out_hw
+        sb, xb, cb = ceil_log2(R), ceil_log2(W), ceil_log2(CF)
+
+        m.submodules.lines = lines = Memory(shape=8 * self.lanes, depth=1 << (sb + xb + cb),
+                                            init=[])
+        wp = lines.write_port()
+        rp = lines.read_port(domain="sync")
+        m.submodules.queue = q = CreditQueue(8 * self.lanes, self.queue_depth)
+
+        def addr(slot: object, x: object, c: object) -> object:
+            used = [v[:b] for v, b in ((c, cb), (x, xb), (slot, sb)) if b]
+            return Cat(*used) if used else Const(0, 1)
+
+        # ---- writer ---------------------------------------------------------------
+        filled = Signal(range(R + 1))
+        wslot = Signal(range(max(2, R)))
+        wx = Signal(range(max(2, W)))
+        wcf = Signal(range(max(2, CF)))
+        row_done = Signal()
+        take = self.i.valid & self.i.ready
+        m.d.comb += [
+            self.i.ready.eq(filled < R),
+            wp.en.eq(take), wp.addr.eq(addr(wslot, wx, wcf)), wp.data.eq(self.i.payload),
+        ]
+        with m.If(take):
+            with m.If(wcf == CF - 1):
+                m.d.sync += wcf.eq(0)
+                with m.If(wx == W - 1):
+                    m.d.sync += [wx.eq(0), wslot.eq(Mux(wslot == R - 1, 0, wslot + 1))]
+                    m.d.comb += row_done.eq(1)
+                with m.Else():
+                    m.d.sync += wx.eq(wx + 1)
+            with m.Else():
+                m.d.sync += wcf.eq(wcf + 1)
+
+        # ---- reader ---------------------------------------------------------------
+        cbits = ceil_log2(H + W + 2 * (ekh + sh + sw + max(g.pads) + g.eff_kernel[1])) + 2
+        iy_base = Signal(signed(cbits), init=-pt)
+        ix_base = Signal(signed(cbits), init=-pl)
+        head_y = Signal(range(H + 1))
+        head_slot = Signal(range(max(2, R)))
+        oy = Signal(range(max(2, OH)))
+        ox = Signal(range(max(2, OW)))
+        ky = Signal(range(max(2, kh)))
+        kx = Signal(range(max(2, kw)))
+        rcf = Signal(range(max(2, CF)))
+        release = Signal(range(R + 1))
+        m.d.sync += filled.eq(filled + row_done - release)
+
+        iy = Signal(signed(cbits))
+        ix = Signal(signed(cbits))
+        rel = Signal(signed(cbits))
+        slot_sum = Signal(signed(cbits))
+        slot = Signal(range(max(2, R)))
+        inside = Signal()
+        m.d.comb += [
+            iy.eq(iy_base + ky * dh),
+            ix.eq(ix_base + kx * dw),
+            rel.eq(iy - head_y),
+            slot_sum.eq(head_slot + rel),
+            slot.eq(Mux(slot_sum >= R, slot_sum - R, slot_sum)),
+            inside.eq((iy >= 0) & (iy < H) & (ix >= 0) & (ix < W)),
+            rp.addr.eq(addr(slot, ix, rcf)),
+        ]
+
+        # loop nest, innermost first
+        if self.order == "kkc":
+            nest = [(rcf, CF), (kx, kw), (ky, kh)]
+        else:
+            nest = [(kx, kw), (ky, kh), (rcf, CF)]
+        inner_last = Signal()
+        m.d.comb += inner_last.eq(Cat(*[c == n - 1 for c, n in nest]).all())
+        row_last = inner_last & (ox == OW - 1)
+
+        issue = Signal()
+        need = Signal(signed(cbits))
+        m.d.comb += need.eq(iy_base + ekh)
+        rows_ok = (head_y + filled >= need) | (head_y + filled >= H)
+        with m.FSM(name="swg"):
+            with m.State("WAIT"), m.If(rows_ok):
+                m.next = "ISSUE"
+            with m.State("ISSUE"):
+                m.d.comb += issue.eq(q.can_issue)
+                with m.If(issue):
+                    carry = Const(1, 1)
+                    for c, n in nest:
+                        with m.If(carry):
+                            m.d.sync += c.eq(Mux(c == n - 1, 0, c + 1))
+                        carry = carry & (c == n - 1)
+                    with m.If(inner_last):
+                        m.d.sync += [ox.eq(Mux(ox == OW - 1, 0, ox + 1)),
+                                     ix_base.eq(Mux(ox == OW - 1, -pl, ix_base + sw))]
+                    with m.If(row_last):
+                        m.next = "RELEASE"
+            with m.State("RELEASE"):
+                n_rel = Signal(range(R + 1))
+                lo_next = Signal(signed(cbits))
+                m.d.comb += lo_next.eq(Mux(iy_base + sh > 0, iy_base + sh, 0))
+                last_row = oy == OH - 1
+                ok = ~last_row | (head_y + filled >= H)
+                m.d.comb += n_rel.eq(Mux(last_row, H - head_y, lo_next - head_y))
+                with m.If(ok):
+                    m.d.comb += release.eq(n_rel)
+                    hs = head_slot + n_rel
+                    m.d.sync += head_slot.eq(Mux(hs >= R, hs - R, hs))
+                    with m.If(last_row):
+                        m.d.sync += [oy.eq(0), iy_base.eq(-pt), head_y.eq(0)]
+                    with m.Else():
+                        m.d.sync += [oy.eq(oy + 1), iy_base.eq(iy_base + sh),
+                                     head_y.eq(lo_next)]
+                    m.next = "WAIT"
+
+        # one-cycle memory read, then padding
+        issued = Signal()
+        inside_d = Signal()
+        m.d.sync += [issued.eq(issue), inside_d.eq(inside)]
+        pad = Const(self.pad_value & 0xFF, 8)
+        m.d.comb += [
+            q.issue.eq(issue),
+            q.w_valid.eq(issued),
+            q.w_data.eq(Mux(inside_d, rp.data, Cat(*[pad] * self.lanes))),
+        ]
+        wiring.connect(m, q.o, wiring.flipped(self.o))
+        return m

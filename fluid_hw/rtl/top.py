@@ -1,0 +1,446 @@
+"""Top-level generator: a list of stage specifications -> one accelerator with a flat
+AXI top (``clk``, ``rst``, ``s_axis_*``, ``m_axis_*``, ``s_axil_*``).
+
+Stream protocol (also in the generated ``registers.md``):
+
+* ``s_axis_tdata``: ``in_lanes`` int8 elements per beat, element 0 in bits 7..0; an
+  input vector is ``in_len`` elements (``in_len / in_lanes`` beats), ``s_axis_tlast``
+  on its last beat (a mismatch sets STATUS.TLAST_ERROR; the data still flows).
+* ``m_axis_tdata``: ``out_lanes`` elements of ``out_bits`` (8, or 32 when the last
+  stage does not requantise), ``m_axis_tlast`` on the last beat of each output vector.
+* Default lanes: the first stage's input beat width and the last stage's output beat
+  width (``simd`` and ``pe`` of an MVAU).
+
+Datapath: input skid buffer -> framing -> [lane converter -> FIFO -> stage] per stage
+-> lane converter -> framing -> output skid buffer.  CONTROL.SOFT_RESET resets the
+whole datapath (not the weight memories, nor the bus).  Counters live here; the
+AXI4-Lite decoder is :class:`~.axil.AXILiteRegisters` over :func:`~.regmap.register_map`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import pairwise
+from math import gcd
+from typing import Any
+
+import numpy as np
+from amaranth import Cat, Module, ResetInserter, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ._ff import FF_STYLES
+from ._util import Component, HardwareConfigError, ceil_log2
+from .axil import AXILiteRegisters
+from .conv import ConvUnit, conv2d_model
+from .mvau import MVAU, mvau_model
+from .pool import MaxPool, maxpool_model
+from .regmap import VERSION, design_constants, register_map
+from .spec import (
+    ConvSpec,
+    MaxPoolSpec,
+    MVAUSpec,
+    ParamSegment,
+    StageSpec,
+    design_hash,
+    param_layout,
+)
+from .stream import SkidBuffer, StreamFIFO, WidthConverter
+
+__all__ = ["AcceleratorTop", "stage_lanes", "pipeline_model"]
+
+
+def pipeline_model(specs: Sequence[StageSpec], x: np.ndarray) -> np.ndarray:
+    """Behavioural model of a whole accelerator: input vectors [N, in_len] (images in
+    HWC order) -> output vectors [N, out_len].  Uses the specs' current arrays."""
+    y = np.asarray(x, np.int64)
+    for s in specs:
+        if isinstance(s, MVAUSpec):
+            y = mvau_model(y, s.matrix(), s.bias, s.multiplier if s.requantize else None,
+                           s.shift, s.relu)
+        elif isinstance(s, ConvSpec):
+            c, h, w = s.in_shape
+            y = np.stack([conv2d_model(v.reshape(h, w, c), s.weights, s.geometry, s.bias,
+                                       s.multiplier if s.requantize else None, s.shift,
+                                       s.relu).reshape(-1) for v in y])
+        elif isinstance(s, MaxPoolSpec):
+            c, h, w = s.in_shape
+            y = np.stack([maxpool_model(v.reshape(h, w, c), s.geometry).reshape(-1)
+                          for v in y])
+        else:
+            raise HardwareConfigError(f"stage {s.name!r}: no model for {type(s).__name__}")
+        y = np.asarray(y, np.int64)
+    return y.astype(np.int8 if specs[-1].out_bits == 8 else np.int32)
+
+
+def stage_lanes(specs: Sequence[StageSpec]) -> list[tuple[int, int]]:
+    """(input lanes, output lanes) of every stage; a max pool with ``lanes=None`` takes
+    the producer's lanes where they divide its channels."""
+    out: list[tuple[int, int]] = []
+    prev = 1
+    for s in specs:
+        if isinstance(s, MaxPoolSpec) and s.lanes is None:
+            lanes = gcd(prev, s.in_shape[0])
+            out.append((lanes, lanes))
+        else:
+            out.append((s.in_lanes, s.out_lanes))
+        prev = out[-1][1]
+    return out
+
+
+def _check_chain(specs: Sequence[StageSpec]) -> None:
+    if not specs:
+        raise HardwareConfigError("accelerator: no stages given")
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names):
+        raise HardwareConfigError(f"accelerator: stage names must be unique, got {names}")
+    for a, b in pairwise(specs):
+        if a.out_len != b.in_len:
+            raise HardwareConfigError(
+                f"stage {b.name!r} takes {b.in_len} elements but stage {a.name!r} produces "
+                f"{a.out_len}")
+        if a.out_bits != 8:
+            raise HardwareConfigError(
+                f"stage {a.name!r} has int32 outputs (no requantisation); only the last "
+                "stage may")
+        shape_a = getattr(a, "out_shape", None)
+        shape_b = getattr(b, "in_shape", None)
+        if shape_a is not None and shape_b is not None and tuple(shape_a) != tuple(shape_b):
+            raise HardwareConfigError(f"stage {b.name!r} expects an image of {shape_b} but "
+                                      f"stage {a.name!r} produces {tuple(shape_a)}")
+
+
+def _unit(spec: StageSpec, lanes: tuple[int, int], ff_style: str) -> Component:
+    if isinstance(spec, MVAUSpec | ConvSpec):
+        kw: dict[str, Any] = dict(bias=spec.bias, multiplier=spec.multiplier,
+                                  shift=spec.shift, relu=spec.relu,
+                                  requantize=spec.requantize, runtime=spec.runtime,
+                                  ff_style=ff_style)
+        if not spec.runtime:
+            kw["weights"] = spec.matrix()
+        else:
+            kw.update(bias=None, multiplier=None, shift=None)
+        if isinstance(spec, MVAUSpec):
+            return MVAU(spec.name, spec.mw, spec.mh, spec.pe, spec.simd, **kw)
+        return ConvUnit(spec.name, spec.geometry, spec.out_channels, spec.pe, spec.simd, **kw)
+    if isinstance(spec, MaxPoolSpec):
+        return MaxPool(spec.name, spec.geometry, lanes[0])
+    raise HardwareConfigError(f"stage {getattr(spec, 'name', spec)!r}: unknown stage type "
+                              f"{type(spec).__name__}; expected MVAUSpec, ConvSpec or "
+                              "MaxPoolSpec")
+
+
+class _Framing(Component):
+    """Counts beats of fixed-length vectors on a pass-through stream: ``first``/``last``
+    flags of the current beat and ``partial`` (a vector is under way)."""
+
+    def __init__(self, width: int, beats: int) -> None:
+        self.beats = beats
+        super().__init__({"i": In(stream.Signature(width)), "o": Out(stream.Signature(width)),
+                          "first": Out(1), "last": Out(1), "fire": Out(1), "partial": Out(1)})
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        wiring.connect(m, wiring.flipped(self.i), wiring.flipped(self.o))
+        cnt = Signal(range(max(2, self.beats)))
+        fire = self.o.valid & self.o.ready
+        m.d.comb += [self.first.eq(cnt == 0), self.last.eq(cnt == self.beats - 1),
+                     self.fire.eq(fire), self.partial.eq(cnt != 0)]
+        with m.If(fire):
+            with m.If(self.last):
+                m.d.sync += cnt.eq(0)
+            with m.Else():
+                m.d.sync += cnt.eq(cnt + 1)
+        return m
+
+
+class _Datapath(Component):
+    """Everything between the AXI-Stream ports, reset as a whole by SOFT_RESET."""
+
+    def __init__(self, top: AcceleratorTop) -> None:
+        self.top = top
+        self.units = [_unit(s, ln, top.ff_style) for s, ln in zip(top.specs, top.lanes)]
+        members: dict[str, object] = {
+            "i": In(stream.Signature(8 * top.in_lanes + 1)),
+            "o": Out(stream.Signature(top.out_bits * top.out_lanes + 1)),
+            "in_vector": Out(1), "in_partial": Out(1), "tlast_error": Out(1),
+        }
+        for k, u in enumerate(self.units):
+            if "wr" in u.signature.members:
+                members[f"wr{k}"] = u.signature.members["wr"]
+        super().__init__(members)
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        top = self.top
+        inl, outl = top.in_lanes, top.out_lanes
+        m.submodules.in_skid = in_skid = SkidBuffer(8 * inl + 1)
+        m.submodules.in_frame = in_frame = _Framing(8 * inl, top.in_len // inl)
+        wiring.connect(m, wiring.flipped(self.i), in_skid.i)
+        m.d.comb += [
+            in_frame.i.payload.eq(in_skid.o.payload[:-1]),
+            in_frame.i.valid.eq(in_skid.o.valid),
+            in_skid.o.ready.eq(in_frame.i.ready),
+            self.in_vector.eq(in_frame.fire & in_frame.last),
+            self.in_partial.eq(in_frame.partial),
+            self.tlast_error.eq(in_frame.fire & (in_skid.o.payload[-1] != in_frame.last)),
+        ]
+        prev, prev_lanes, prev_bits = in_frame.o, inl, 8
+        for k, (unit, (ul, _uo), spec) in enumerate(zip(self.units, top.lanes, top.specs)):
+            prev = self._link(m, f"s{k}", prev, prev_bits, prev_lanes, ul)
+            m.submodules[f"stage{k}_{spec.name}"] = unit
+            wiring.connect(m, prev, unit.i)
+            if f"wr{k}" in self.signature.members:
+                wiring.connect(m, wiring.flipped(getattr(self, f"wr{k}")), unit.wr)
+            prev, prev_lanes, prev_bits = unit.o, top.lanes[k][1], spec.out_bits
+        prev = self._link(m, "out", prev, prev_bits, prev_lanes, outl)
+        m.submodules.out_frame = out_frame = _Framing(top.out_bits * outl,
+                                                      top.out_len // outl)
+        wiring.connect(m, prev, out_frame.i)
+        m.submodules.out_skid = out_skid = SkidBuffer(top.out_bits * outl + 1)
+        m.d.comb += [
+            out_skid.i.payload.eq(Cat(out_frame.o.payload, out_frame.last)),
+            out_skid.i.valid.eq(out_frame.o.valid),
+            out_frame.o.ready.eq(out_skid.i.ready),
+        ]
+        wiring.connect(m, out_skid.o, wiring.flipped(self.o))
+        return m
+
+    def _link(self, m: Module, tag: str, prev: Any, bits: int, lanes: int, want: int) -> Any:
+        """Lane converter (if needed) and FIFO from ``prev`` to a consumer of ``want``."""
+        if lanes != want:
+            conv = WidthConverter(bits, lanes, want)
+            m.submodules[f"{tag}_conv"] = conv
+            wiring.connect(m, prev, conv.i)
+            prev = conv.o
+        if self.top.fifo_depth:
+            fifo = StreamFIFO(bits * want, self.top.fifo_depth)
+            m.submodules[f"{tag}_fifo"] = fifo
+            wiring.connect(m, prev, fifo.i)
+            prev = fifo.o
+        return prev
+
+
+class AcceleratorTop(Component):
+    """The accelerator.  ``specs``: the stages in order; ``in_lanes``/``out_lanes``:
+    elements per AXI-Stream beat (defaults above); ``fifo_depth``: FIFO between
+    stages (0: none; below 3 a two-entry skid buffer); ``addr_width``: AXI4-Lite
+    address bits; ``ff_style``: ``"trellis"`` makes the per-PE input copies ECP5
+    ``TRELLIS_FF`` primitives that synthesis cannot merge (simulators then need
+    :data:`fluid_hw.rtl.TRELLIS_FF_SIM`, which :mod:`fluid_hw.sim` adds itself).
+
+    :meth:`describe` gives the JSON-able facts a host or simulator needs (stream
+    formats, register offsets, runtime parameter layout, design hash).
+    """
+
+    def __init__(self, specs: Sequence[StageSpec], *, name: str = "fluid_accel",
+                 in_lanes: int | None = None, out_lanes: int | None = None,
+                 fifo_depth: int = 2, addr_width: int = 12, ff_style: str = "plain") -> None:
+        self.specs = list(specs)
+        _check_chain(self.specs)
+        if not name.isidentifier():
+            raise HardwareConfigError(f"accelerator name {name!r} is not a Verilog identifier")
+        self.name = name
+        self.lanes = stage_lanes(self.specs)
+        self.in_len, self.out_len = self.specs[0].in_len, self.specs[-1].out_len
+        self.in_lanes = in_lanes or self.lanes[0][0]
+        self.out_lanes = out_lanes or self.lanes[-1][1]
+        self.out_bits = self.specs[-1].out_bits
+        if self.in_len % self.in_lanes or self.out_len % self.out_lanes:
+            raise HardwareConfigError(
+                f"accelerator {name!r}: {self.in_lanes} input lanes must divide the "
+                f"{self.in_len}-element input and {self.out_lanes} output lanes the "
+                f"{self.out_len}-element output")
+        if fifo_depth < 0 or addr_width < 8:
+            raise HardwareConfigError(f"accelerator {name!r}: fifo_depth must be >= 0 and "
+                                      "addr_width >= 8")
+        if ff_style not in FF_STYLES:
+            raise HardwareConfigError(f"accelerator {name!r}: ff_style must be one of "
+                                      f"{FF_STYLES}, not {ff_style!r}")
+        self.fifo_depth, self.addr_width, self.ff_style = fifo_depth, addr_width, ff_style
+        self.segments, self.segment_bits = param_layout(self.specs)
+        self.runtime = bool(self.segments)
+        self.registers = register_map(self.runtime)
+        self.options = {"in_lanes": self.in_lanes, "out_lanes": self.out_lanes,
+                        "fifo_depth": fifo_depth, "addr_width": addr_width, "name": name,
+                        "version": list(VERSION), "ff_style": ff_style}
+        self.design_hash = design_hash(self.specs, self.options)
+        aw = addr_width
+        super().__init__({
+            "s_axis_tdata": In(8 * self.in_lanes), "s_axis_tvalid": In(1),
+            "s_axis_tready": Out(1), "s_axis_tlast": In(1),
+            "m_axis_tdata": Out(self.out_bits * self.out_lanes), "m_axis_tvalid": Out(1),
+            "m_axis_tready": In(1), "m_axis_tlast": Out(1),
+            "s_axil_awaddr": In(aw), "s_axil_awvalid": In(1), "s_axil_awready": Out(1),
+            "s_axil_wdata": In(32), "s_axil_wstrb": In(4), "s_axil_wvalid": In(1),
+            "s_axil_wready": Out(1), "s_axil_bresp": Out(2), "s_axil_bvalid": Out(1),
+            "s_axil_bready": In(1), "s_axil_araddr": In(aw), "s_axil_arvalid": In(1),
+            "s_axil_arready": Out(1), "s_axil_rdata": Out(32), "s_axil_rresp": Out(2),
+            "s_axil_rvalid": Out(1), "s_axil_rready": In(1),
+        })
+
+    @property
+    def param_words(self) -> int:
+        if not self.segments:
+            return 0
+        return (len(self.segments) - 1 << self.segment_bits) + self.segments[-1].words
+
+    @property
+    def cycle_bound(self) -> int:
+        """A generous upper bound of the cycles one inference spends in any stage (for
+        hang detection by simulators), from the folding."""
+        total = 1000 + self.in_len + self.out_len
+        for s in self.specs:
+            if isinstance(s, MVAUSpec):
+                total += s.nf * s.sf + 64
+            elif isinstance(s, ConvSpec | MaxPoolSpec):
+                c, h, w = s.in_shape
+                oh, ow = s.geometry.out_hw
+                kk = s.geometry.kernel[0] * s.geometry.kernel[1]
+                work = s.nf * s.sf if isinstance(s, ConvSpec) else 0
+                total += oh * ow * (kk * c + work) + 8 * oh + h * w * c
+        return total
+
+    def model(self, x: np.ndarray) -> np.ndarray:
+        """Behavioural model (:func:`pipeline_model`)."""
+        return pipeline_model(self.specs, x)
+
+    def describe(self) -> dict[str, Any]:
+        def seg(s: ParamSegment) -> dict[str, Any]:
+            return {"stage": s.stage, "kind": s.kind, "pe": s.pe, "depth": s.depth,
+                    "entry_bits": s.entry_bits, "words_per_entry": s.words_per_entry,
+                    "base": s.base}
+        return {
+            "name": self.name, "design_hash": self.design_hash, "version": list(VERSION),
+            "in_len": self.in_len, "in_lanes": self.in_lanes, "in_bits": 8,
+            "out_len": self.out_len, "out_lanes": self.out_lanes, "out_bits": self.out_bits,
+            "addr_width": self.addr_width, "fifo_depth": self.fifo_depth,
+            "ff_style": self.ff_style,
+            "runtime_params": self.runtime, "param_words": self.param_words,
+            "cycle_bound": self.cycle_bound,
+            "param_segments": [seg(s) for s in self.segments],
+            "registers": {r.name: r.offset for r in self.registers},
+            "stages": [{**s.structure(), "lanes": list(ln)}
+                       for s, ln in zip(self.specs, self.lanes)],
+        }
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        soft_reset, clear = Signal(), Signal()
+        dp = _Datapath(self)
+        m.submodules.datapath = ResetInserter(soft_reset)(dp)
+        m.submodules.regs = regs = AXILiteRegisters(self.registers, self.addr_width)
+
+        # ---- AXI4-Lite pins ---------------------------------------------------------
+        for n in ("awaddr", "awvalid", "wdata", "wstrb", "wvalid", "bready", "araddr",
+                  "arvalid", "rready"):
+            m.d.comb += getattr(regs.bus, n).eq(getattr(self, f"s_axil_{n}"))
+        for n in ("awready", "wready", "bresp", "bvalid", "arready", "rdata", "rresp",
+                  "rvalid"):
+            m.d.comb += getattr(self, f"s_axil_{n}").eq(getattr(regs.bus, n))
+
+        # ---- control ----------------------------------------------------------------
+        enable = Signal(init=1)
+        m.d.sync += [soft_reset.eq(0), clear.eq(0)]
+        with m.If(regs.we_control):
+            m.d.sync += [enable.eq(regs.w_control[0]), soft_reset.eq(regs.w_control[1]),
+                         clear.eq(regs.w_control[2])]
+
+        # ---- AXI-Stream pins ----------------------------------------------------------
+        m.d.comb += [
+            dp.i.payload.eq(Cat(self.s_axis_tdata, self.s_axis_tlast)),
+            dp.i.valid.eq(self.s_axis_tvalid & enable),
+            self.s_axis_tready.eq(dp.i.ready & enable),
+            self.m_axis_tdata.eq(dp.o.payload[:-1]),
+            self.m_axis_tlast.eq(dp.o.payload[-1]),
+            self.m_axis_tvalid.eq(dp.o.valid),
+            dp.o.ready.eq(self.m_axis_tready),
+        ]
+
+        # ---- counters -----------------------------------------------------------------
+        zero = soft_reset | clear
+        cycles = Signal(64)
+        cycles_hi = Signal(32)
+        counters = {n: Signal(32, name=n) for n in
+                    ("busy_cycles", "inferences", "inputs", "in_stall", "in_starve",
+                     "out_stall")}
+        tlast_error = Signal()
+        busy = Signal()
+        out_vector = self.m_axis_tvalid & self.m_axis_tready & self.m_axis_tlast
+        m.d.comb += busy.eq(dp.in_partial | (counters["inputs"] != counters["inferences"]))
+        events = {
+            "busy_cycles": busy,
+            "inferences": out_vector,
+            "inputs": dp.in_vector,
+            "in_stall": self.s_axis_tvalid & ~self.s_axis_tready,
+            "in_starve": busy & self.s_axis_tready & ~self.s_axis_tvalid,
+            "out_stall": self.m_axis_tvalid & ~self.m_axis_tready,
+        }
+        with m.If(zero):
+            m.d.sync += [c.eq(0) for c in counters.values()]
+            m.d.sync += [cycles.eq(0), tlast_error.eq(0)]
+        with m.Else():
+            m.d.sync += cycles.eq(cycles + 1)
+            for n, c in counters.items():
+                with m.If(events[n]):
+                    m.d.sync += c.eq(c + 1)
+            with m.If(dp.tlast_error):
+                m.d.sync += tlast_error.eq(1)
+        with m.If(regs.re_cycles_lo):
+            m.d.sync += cycles_hi.eq(cycles[32:])
+
+        # ---- register values -------------------------------------------------------------
+        values: dict[str, Any] = {k.lower(): v for k, v in
+                                  design_constants(self.describe()).items()}
+        values.update({
+            "control": Cat(enable, Signal(2)),
+            "status": Cat(busy, ~busy & (counters["inputs"] != 0), enable, tlast_error),
+            "cycles_lo": cycles[:32], "cycles_hi": cycles_hi,
+            "busy_cycles": counters["busy_cycles"], "inferences": counters["inferences"],
+            "inputs": counters["inputs"], "in_stall_cycles": counters["in_stall"],
+            "in_starve_cycles": counters["in_starve"],
+            "out_stall_cycles": counters["out_stall"],
+        })
+        if self.runtime:
+            self._param_loader(m, dp, regs, values)
+        for r in self.registers:
+            if r.readable:
+                m.d.comb += getattr(regs, f"r_{r.name.lower()}").eq(values[r.name.lower()])
+        return m
+
+    def _param_loader(self, m: Module, dp: _Datapath, regs: AXILiteRegisters,
+                      values: dict[str, Any]) -> None:
+        """PARAM_ADDR / PARAM_DATA: assemble words into memory entries and write them."""
+        addr = Signal(32)
+        values["param_addr"] = addr
+        maxw = max(s.words_per_entry for s in self.segments)
+        hist = Signal(32 * maxw)  # the last words written, newest at the top
+        fire = regs.we_param_data
+        with m.If(regs.we_param_addr):
+            m.d.sync += addr.eq(regs.w_param_addr)
+        with m.Elif(fire):
+            m.d.sync += [addr.eq(addr + 1), hist.eq(Cat(hist[32:], regs.w_param_data))]
+        window = Cat(hist, regs.w_param_data)  # ..., older words, the word being written
+        sb = self.segment_bits
+        seg = addr[sb:]
+        local = addr[:sb]
+        by_stage: dict[int, list[ParamSegment]] = {}
+        for s in self.segments:
+            by_stage.setdefault(s.stage_index, []).append(s)
+        for k, segs in by_stage.items():
+            wr = getattr(dp, f"wr{k}")
+            en = Signal(len(wr.en), name=f"wr{k}_en")
+            waddr = Signal(len(wr.addr), name=f"wr{k}_addr")
+            wdata = Signal(len(wr.data), name=f"wr{k}_data")
+            m.d.sync += en.eq(0)
+            for bit, s in enumerate(segs):  # weights of PE 0.., then requant of PE 0..
+                lw = ceil_log2(s.words_per_entry)
+                done = (local[:lw] == s.words_per_entry - 1) if lw else 1
+                with m.If(fire & (seg == s.index) & done):
+                    top_bits = 32 * (maxw + 1)
+                    m.d.sync += [
+                        en.eq(1 << bit),
+                        waddr.eq(local[lw:]),
+                        wdata.eq(window[top_bits - 32 * s.words_per_entry:]),
+                    ]
+            m.d.comb += [wr.en.eq(en), wr.addr.eq(waddr), wr.data.eq(wdata)]
