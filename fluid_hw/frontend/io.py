@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io as _io
 import os
-import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError
+from ..fileio import atomic_write
 from ..ir import dtypes
 from ..ir.default_programs import default_main_program
 from ..ir.lod import LoDTensor
@@ -40,31 +40,6 @@ _NOT_SAVED = (VarType.FEED_MINIBATCH, VarType.FETCH_LIST, VarType.RAW, VarType.S
 
 
 # -- files ----------------------------------------------------------------
-def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file and a rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with _suppress():
-            os.unlink(tmp)
-        raise
-
-
-class _suppress:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> bool:
-        return True
-
-
 def _npy_bytes(arr: np.ndarray) -> bytes:
     buf = _io.BytesIO()
     np.save(buf, arr, allow_pickle=False)

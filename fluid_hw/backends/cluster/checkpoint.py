@@ -11,16 +11,15 @@ newest ``keep`` checkpoints are kept.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 import re
-import tempfile
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
+from ...fileio import atomic_write
 from .errors import ClusterError
 
 STEPS_KEY = "@STEPS@"
@@ -29,30 +28,6 @@ _NAME = re.compile(r"^step_(\d{8,})\.npz$")
 
 def path_for(directory: str | os.PathLike[str], step: int) -> Path:
     return Path(directory) / f"step_{step:08d}.npz"
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    # frontend.io.atomic_write does the same, but back ends may not import the frontend
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    try:
-        dfd = os.open(path.parent, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
 
 
 def steps(directory: str | os.PathLike[str]) -> list[int]:
@@ -79,7 +54,7 @@ def save(directory: str | os.PathLike[str], step: int, arrays: dict[str, np.ndar
              **{**{k: np.asarray(v) for k, v in arrays.items()},
                 STEPS_KEY: np.asarray(trainer_steps, np.int64)})
     path = path_for(d, step)
-    _atomic_write(path, buf.getvalue())
+    atomic_write(path, buf.getvalue())
     existing = steps(d)
     kept = [s for s in existing if s <= step][-max(keep, 1):]
     for old in existing:  # all but the newest `keep`, and an older run's later steps
