@@ -1,0 +1,380 @@
+"""``fluid-hw compile``: a saved model -> a build folder with the accelerator's Verilog,
+its register map, the quantised model and the host programs.
+
+Steps (:data:`COMPILE_STEPS`, stop after any with ``stop_after=``):
+
+==================  ===================================================================
+``load_model``      ``io.load_inference_model(MODEL_DIR)``
+``quantize``        float model + calibration data: ``inference_pipeline`` then
+                    ``passes.quantize`` (int8); an already quantised model passes as is
+``lower``           ``hls.lower``: partition (host pre / accelerator / host post), stages,
+                    folding (balanced within the target's budget, ``--fold`` overrides),
+                    estimates -> ``lowering.json``
+``generate_verilog``  ``accelerator.v`` and ``design.json`` (rtl + sim.verilog)
+``write_registers``   ``registers.md``, ``registers.h``
+``write_model``     ``model/``: the quantised program exactly as compiled (loadable with
+                    ``io.load_inference_model``); ``float_model/`` when quantised here
+``write_host``      ``host/``: ``pre.pb`` / ``post.pb`` host programs, their
+                    ``params.npz``, ``host.json``; ``weights.npz`` for runtime weights
+``write_report``    ``report.json``: target, clock, weights, stages[], estimate,
+                    throughput and latency at the clock
+==================  ===================================================================
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...errors import FluidError, unknown_name
+from ...frontend import io as fio
+from ...hls.folding import DEFAULT_BUDGET, FoldingBudget, format_folding
+from ...hls.lower import Lowered, lower, lowering_hash
+from ...ir.program import Program
+from ...ir.scope import Scope, scope_guard
+from ...ir.serialization import program_to_bytes
+from ...passes import PassContext, QuantConfig, inference_pipeline, quantize
+from ...rtl import AcceleratorTop, emit_c_header, emit_markdown, param_image
+from ...sim.verilog import emit_verilog
+from ..cpu import Executor
+from .report import STEP_KEYS, read_report, to_json, update_report
+from .steps import BuildError, Step, run_steps
+
+__all__ = ["Target", "TARGETS", "get_target", "CompileState", "COMPILE_STEPS",
+           "compile_model", "compile_program", "is_quantized", "load_inputs"]
+
+QUANT_OP_TYPES = ("quantize", "quantized_fc", "quantized_conv2d")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a build is for: its clock and the folding budget."""
+
+    name: str
+    clock_mhz: float
+    budget: FoldingBudget
+    doc: str
+
+
+TARGETS: dict[str, Target] = {
+    "sim": Target("sim", 100.0, DEFAULT_BUDGET,
+                  "Verilator simulation (clock assumed 100 MHz for the time figures)"),
+}
+
+
+def get_target(name: str) -> Target:
+    if name not in TARGETS:
+        raise unknown_name("target", name, TARGETS)
+    return TARGETS[name]
+
+
+def is_quantized(program: Program) -> bool:
+    return any(op.type in QUANT_OP_TYPES for op in program.global_block().ops)
+
+
+def load_inputs(path: str | os.PathLike[str], feeds: Sequence[str], what: str
+                ) -> dict[str, np.ndarray]:
+    """``X.npy`` (the single input) or ``X.npz`` (one array per input name)."""
+    p = Path(path)
+    try:
+        if p.suffix == ".npz":
+            with np.load(p, allow_pickle=False) as z:
+                data = {k: z[k] for k in z.files}
+        else:
+            data = {feeds[0]: np.load(p, allow_pickle=False)} if len(feeds) == 1 else {}
+            if not data:
+                raise BuildError(f"{p}: the model has inputs {list(feeds)}; give {what} as an "
+                                 ".npz with one array per input name")
+    except FileNotFoundError:
+        raise BuildError(f"{what} file {p} not found") from None
+    except (OSError, ValueError) as e:
+        raise BuildError(f"{p}: not a .npy/.npz array file ({e})") from None
+    missing = [f for f in feeds if f not in data]
+    if missing:
+        raise BuildError(f"{p}: no array for input(s) {missing} (it holds {sorted(data)})")
+    n = {len(data[f]) for f in feeds}
+    if len(n) != 1:
+        raise BuildError(f"{p}: the inputs hold different numbers of examples: {n}")
+    return {f: data[f] for f in feeds}
+
+
+@dataclass
+class CompileState:
+    """Everything the compile steps share."""
+
+    out: Path
+    target: Target
+    weights: str = "const"
+    model_dir: Path | None = None
+    calibration: Mapping[str, np.ndarray] | str | os.PathLike[str] | None = None
+    folding: dict[str, tuple[int, int]] = field(default_factory=dict)
+    budget: FoldingBudget | None = None
+    ii_target: int | None = None
+    clock_mhz: float | None = None
+    name: str = "fluid_accel"
+    quant_config: QuantConfig | None = None
+    # filled in by the steps
+    program: Program | None = None
+    scope: Scope | None = None
+    feeds: list[str] = field(default_factory=list)
+    fetches: list[str] = field(default_factory=list)
+    float_program: Program | None = None
+    quantized_here: bool = False
+    lowered: Lowered | None = None
+    top: AcceleratorTop | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    t0: float = field(default_factory=time.perf_counter)
+
+    @property
+    def clock(self) -> float:
+        return self.clock_mhz or self.target.clock_mhz
+
+
+def _step_load_model(st: CompileState) -> str:
+    if st.program is not None:
+        return "program given"
+    assert st.model_dir is not None
+    if not st.model_dir.is_dir():
+        raise BuildError(f"{st.model_dir}: no such model folder (save one with "
+                         "io.save_inference_model)")
+    st.scope = Scope()
+    try:
+        st.program, st.feeds, fetch_vars = fio.load_inference_model(st.model_dir, Executor(),
+                                                                    scope=st.scope)
+    except FluidError as e:
+        raise BuildError(f"cannot load the model in {st.model_dir}: {e}") from e
+    st.fetches = [v.name for v in fetch_vars]
+    kind = "quantised" if is_quantized(st.program) else "float"
+    return f"{kind} model, inputs {st.feeds}, outputs {st.fetches}"
+
+
+def _batches(data: Mapping[str, np.ndarray], size: int = 128) -> list[dict[str, np.ndarray]]:
+    n = len(next(iter(data.values())))
+    return [{k: np.ascontiguousarray(v[i:i + size], np.float32) for k, v in data.items()}
+            for i in range(0, n, size)]
+
+
+def _step_quantize(st: CompileState) -> str:
+    assert st.program is not None and st.scope is not None
+    if is_quantized(st.program):
+        return "already quantised" + (" (calibration data ignored)" if st.calibration is not
+                                      None else "")
+    if st.calibration is None:
+        src = st.model_dir or "the program"
+        raise BuildError(f"{src} holds a float model: give calibration data to quantise it "
+                         "(--calibration X.npy: a few hundred typical inputs, e.g. training "
+                         "examples), or compile an already quantised model")
+    calib = st.calibration
+    if not isinstance(calib, Mapping):
+        calib = load_inputs(calib, st.feeds, "calibration")
+    exe = Executor()
+    ctx = PassContext(scope=st.scope, executor=exe, feed_names=st.feeds,
+                      fetch_names=st.fetches)
+    st.float_program = st.program
+    try:
+        opt = inference_pipeline(fuse_elementwise=False).run(st.program, ctx)
+        st.program = quantize(opt, _batches(calib), st.quant_config, scope=st.scope,
+                              executor=exe, fetch_names=st.fetches, feed_names=st.feeds)
+    except FluidError as e:
+        raise BuildError(f"quantisation failed: {e}") from e
+    st.quantized_here = True
+    n = len(next(iter(calib.values())))
+    return f"int8, calibrated on {n} examples"
+
+
+def _step_lower(st: CompileState) -> str:
+    assert st.program is not None and st.scope is not None
+    # inputs the (quantised) model no longer reads, e.g. a label saved with it, are dropped
+    read = {n for op in st.program.global_block().ops if op.type != "feed"
+            for n in op.input_arg_names}
+    st.feeds = [f for f in st.feeds if f in read] or st.feeds
+    st.lowered = lower(st.program, st.scope, folding=st.folding,
+                       budget=st.budget if st.budget is not None else st.target.budget,
+                       ii_target=st.ii_target, weights=st.weights, feed_names=st.feeds,
+                       fetch_names=st.fetches)
+    st.out.mkdir(parents=True, exist_ok=True)
+    fio.atomic_write(st.out / "lowering.json",
+                     _dumps(st.lowered.describe()).encode())
+    e = st.lowered.estimate()
+    return (f"{len(st.lowered.stages)} stages, folding {format_folding(st.lowered.folding)}; "
+            f"estimated II {e.initiation_interval}, latency {e.latency_cycles} cycles")
+
+
+def _dumps(obj: Any) -> str:
+    import json
+
+    return json.dumps(to_json(obj), indent=1) + "\n"
+
+
+def _step_generate_verilog(st: CompileState) -> str:
+    assert st.lowered is not None
+    st.top = st.lowered.top(st.name)
+    res = emit_verilog(st.top)
+    st.info = res.info
+    fio.atomic_write(st.out / "accelerator.v", res.text.encode())
+    fio.atomic_write(st.out / "design.json", _dumps(res.info).encode())
+    lines = res.text.count("\n")
+    return f"accelerator.v ({lines} lines, {'cached' if res.cached else 'emitted'})"
+
+
+def _step_write_registers(st: CompileState) -> str:
+    assert st.top is not None
+    fio.atomic_write(st.out / "registers.md", emit_markdown(st.top.registers, st.info).encode())
+    fio.atomic_write(st.out / "registers.h", emit_c_header(st.top.registers, st.info).encode())
+    return f"{len(st.top.registers)} registers"
+
+
+def _save_model(program: Program, scope: Scope, feeds: list[str], fetches: list[str],
+                d: Path) -> None:
+    tmp = d.with_name(f".{d.name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    gb = program.global_block()
+    with scope_guard(scope):
+        fio.save_inference_model(str(tmp), feeds, [gb.var(n) for n in fetches], Executor(),
+                                 main_program=program)
+    shutil.rmtree(d, ignore_errors=True)
+    os.replace(tmp, d)
+
+
+def _step_write_model(st: CompileState) -> str:
+    assert st.program is not None and st.scope is not None
+    _save_model(st.program, st.scope, st.feeds, st.fetches, st.out / "model")
+    if st.float_program is not None:
+        _save_model(st.float_program, st.scope, st.feeds, st.fetches, st.out / "float_model")
+    else:
+        shutil.rmtree(st.out / "float_model", ignore_errors=True)
+    return "model/" + (" and float_model/" if st.float_program is not None else "")
+
+
+def _step_write_host(st: CompileState) -> str:
+    assert st.lowered is not None and st.scope is not None and st.top is not None
+    low = st.lowered
+    part = low.partition
+    host = st.out / "host"
+    host.mkdir(parents=True, exist_ok=True)
+    params: dict[str, np.ndarray] = {}
+    for what, prog in part.host_programs.items():
+        fio.atomic_write(host / f"{what}.pb", program_to_bytes(prog))
+        for v in prog.global_block().vars.values():
+            if v.persistable and v.name not in ("feed", "fetch"):
+                val = st.scope.find_value(v.name)
+                if val is not None:
+                    params[v.name] = np.asarray(getattr(val, "data", val))
+    tmp = host / ".params.tmp.npz"
+    np.savez(tmp, **params)
+    os.replace(tmp, host / "params.npz")
+    info = {"feeds": part.feeds, "fetches": part.fetches, "hw_input": part.hw_input,
+            "hw_output": part.hw_output, "in_perm": low.in_perm, "out_perm": low.out_perm,
+            "in_shape": low.in_shape, "out_shape": low.out_shape, "weights": low.weights_mode,
+            "design_hash": st.top.design_hash,
+            "pre_ops": [op.type for op in part.pre_program.global_block().ops],
+            "post_ops": [op.type for op in part.post_program.global_block().ops]}
+    fio.atomic_write(host / "host.json", _dumps(info).encode())
+    wfile = st.out / "weights.npz"
+    if low.weights_mode == "runtime":
+        from ...drivers import save_param_image
+
+        image = param_image(low.specs)
+        save_param_image(wfile, image)
+        words = sum(len(w) for _, w in image)
+        extra = f"; weights.npz ({words} words)"
+    else:
+        wfile.unlink(missing_ok=True)
+        extra = ""
+    return (f"pre {info['pre_ops']}, post {info['post_ops']}" + extra)
+
+
+def stage_reports(low: Lowered) -> list[dict[str, Any]]:
+    """``stages[]`` of report.json: the hls estimate of each stage plus the program ops
+    it implements."""
+    ops = low.partition.program.global_block().ops
+    out = []
+    for s, e in zip(low.stages, low.estimate().stages):
+        r = e.as_report()
+        r["op"] = s.op  # the program op the stage implements
+        r["ops"] = [ops[i].type for i in s.ops]
+        r["in"], r["out"] = s.in_var, s.out_var
+        r["in_format"], r["out_format"] = s.in_format.as_dict(), s.out_format.as_dict()
+        out.append(r)
+    return out
+
+
+def _step_write_report(st: CompileState) -> str:
+    assert st.lowered is not None and st.top is not None
+    low = st.lowered
+    e = low.estimate()
+    old = read_report(st.out)
+    drop: list[str] = []
+    if old.get("design_hash") != st.top.design_hash:  # a new design: later results are stale
+        drop = [k for step, keys in STEP_KEYS.items() if step != "compile" for k in keys]
+        (st.out / "outputs.npy").unlink(missing_ok=True)
+    clock = st.clock
+    keys = {
+        "target": st.target.name, "clock_mhz": clock, "weights": low.weights_mode,
+        "design_hash": st.top.design_hash, "lowering_hash": lowering_hash(low),
+        "model": str(st.model_dir) if st.model_dir is not None else None,
+        "quantized": "here" if st.quantized_here else "given",
+        "folding": {k: {"pe": pe, "simd": simd} for k, (pe, simd) in low.folding.items()},
+        "fifo_depths": low.fifo,
+        "partition": low.partition.describe(),
+        "stages": stage_reports(low),
+        "estimate": e.as_report(),
+        "throughput_per_s": clock * 1e6 / e.initiation_interval,
+        "latency_us": e.latency_cycles / clock,
+        "compile_seconds": round(time.perf_counter() - st.t0, 2),
+    }
+    update_report(st.out, keys, drop=drop)
+    return (f"II {e.initiation_interval} cycles, latency {e.latency_cycles} cycles; "
+            f"{keys['throughput_per_s']:.0f} inferences/s at {clock:g} MHz; "
+            f"{e.resources.dsp} DSP, {e.resources.bram} BRAM, {e.resources.lut} LUT")
+
+
+COMPILE_STEPS: list[Step] = [
+    Step("load_model", _step_load_model, "io.load_inference_model(MODEL_DIR)"),
+    Step("quantize", _step_quantize, "inference_pipeline + quantize (float models)"),
+    Step("lower", _step_lower, "partition, stages, folding, estimates -> lowering.json"),
+    Step("generate_verilog", _step_generate_verilog, "accelerator.v, design.json"),
+    Step("write_registers", _step_write_registers, "registers.md, registers.h"),
+    Step("write_model", _step_write_model, "model/ (and float_model/)"),
+    Step("write_host", _step_write_host, "host/ programs, weights.npz"),
+    Step("write_report", _step_write_report, "report.json"),
+]
+
+
+def compile_model(model_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
+                  target: str = "sim", weights: str = "const",
+                  calibration: Mapping[str, np.ndarray] | str | os.PathLike[str] | None = None,
+                  folding: Mapping[str, tuple[int, int]] | None = None,
+                  budget: FoldingBudget | None = None, ii_target: int | None = None,
+                  clock_mhz: float | None = None, quant_config: QuantConfig | None = None,
+                  stop_after: str | None = None) -> CompileState:
+    """Compile the saved inference model in ``model_dir`` into the build folder ``out``
+    (see the module docstring).  Returns the build state (``.lowered``, ``.top``...)."""
+    st = CompileState(Path(out), get_target(target), weights, Path(model_dir), calibration,
+                      dict(folding or {}), budget, ii_target, clock_mhz,
+                      quant_config=quant_config)
+    run_steps("compile", COMPILE_STEPS, st, stop_after)
+    return st
+
+
+def compile_program(program: Program, scope: Scope, out: str | os.PathLike[str], *,
+                    feeds: Sequence[str], fetches: Sequence[str], target: str = "sim",
+                    weights: str = "const",
+                    calibration: Mapping[str, np.ndarray] | None = None,
+                    folding: Mapping[str, tuple[int, int]] | None = None,
+                    budget: FoldingBudget | None = None, ii_target: int | None = None,
+                    clock_mhz: float | None = None, stop_after: str | None = None
+                    ) -> CompileState:
+    """Like :func:`compile_model` for a program and its parameters in memory."""
+    st = CompileState(Path(out), get_target(target), weights, None, calibration,
+                      dict(folding or {}), budget, ii_target, clock_mhz)
+    st.program, st.scope, st.feeds, st.fetches = program, scope, list(feeds), list(fetches)
+    run_steps("compile", COMPILE_STEPS, st, stop_after)
+    return st

@@ -1,0 +1,278 @@
+"""The host API of a compiled accelerator.
+
+    acc = Accelerator.open("build/mlp", transport="sim")
+    (prob,) = acc.run(x)          # float inputs in, the model's outputs out
+    acc.counters()                # CYCLES, INFERENCES, BUSY_CYCLES, ... (registers)
+    acc.load()                    # runtime weights: the compiled ones, or an image
+
+``run`` is the whole model: the build's *pre* host program (quantising the float
+input) on the CPU executor, the accelerator over the transport, then the *post*
+host program (dequantising, softmax, arg_max...).  What a build folder holds for it
+(``fluid_hw.backends.fpga`` writes them):
+
+* ``design.json``, ``accelerator.v``: the hardware (stream formats, registers);
+* ``host/host.json``: feeds, fetches, the values crossing the boundary, and the
+  element order of the streams (``in_perm``: stream position -> element of one
+  example's flattened accelerator input; ``out_perm`` likewise for the output);
+* ``host/pre.pb``, ``host/post.pb``, ``host/params.npz``: the host programs;
+* ``weights.npz`` (runtime weights): the parameter image to load.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..backends.cpu import Executor
+from ..errors import FluidError
+from ..ir import dtypes
+from ..ir.program import Program
+from ..ir.scope import Scope
+from . import sim as _sim  # noqa: F401  (registers the "sim" transport)
+from .transport import DriverError, ParamImage, StreamResult, Transport, get_transport
+
+__all__ = ["Accelerator", "HostInfo", "RunRecord", "load_param_image", "save_param_image",
+           "ACCEL_ID"]
+
+ACCEL_ID = 0x464C4857  # "FLHW", the ID register of every fluid-hw accelerator
+CONTROL_ENABLE, CONTROL_CLEAR = 0b001, 0b100
+
+
+def save_param_image(path: str | os.PathLike[str], image: ParamImage) -> None:
+    """Write a runtime parameter image (``(base, words)`` segments) as ``.npz``."""
+    bases = np.array([b for b, _ in image], np.int64)
+    lengths = np.array([len(w) for _, w in image], np.int64)
+    words = np.concatenate([np.asarray(w, np.uint32) for _, w in image]) if len(image) \
+        else np.zeros(0, np.uint32)
+    tmp = Path(f"{path}.tmp.npz")
+    np.savez(tmp, bases=bases, lengths=lengths, words=words)
+    os.replace(tmp, path)
+
+
+def load_param_image(path: str | os.PathLike[str]) -> list[tuple[int, np.ndarray]]:
+    """Read an image written by :func:`save_param_image`."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            bases, lengths, words = z["bases"], z["lengths"], z["words"]
+    except (OSError, ValueError, KeyError) as e:
+        raise DriverError(f"{path}: not a parameter image ({e}); recompile with "
+                          "--weights runtime") from None
+    out, pos = [], 0
+    for b, n in zip(bases.tolist(), lengths.tolist()):
+        out.append((int(b), words[pos:pos + n].astype(np.uint32)))
+        pos += n
+    return out
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    """``host/host.json``: the host side of the partition."""
+
+    feeds: list[str]
+    fetches: list[str]
+    hw_input: str
+    hw_output: str
+    in_perm: np.ndarray
+    out_perm: np.ndarray
+    in_shape: tuple[int, ...]
+    out_shape: tuple[int, ...]
+    weights: str
+    design_hash: str
+
+    @classmethod
+    def read(cls, path: Path) -> HostInfo:
+        try:
+            d = json.loads(path.read_text())
+            return cls(list(d["feeds"]), list(d["fetches"]), d["hw_input"], d["hw_output"],
+                       np.asarray(d["in_perm"], np.int64), np.asarray(d["out_perm"], np.int64),
+                       tuple(d["in_shape"]), tuple(d["out_shape"]), d["weights"],
+                       d["design_hash"])
+        except FileNotFoundError:
+            raise DriverError(f"{path}: not found; is {path.parent.parent} a build folder "
+                              "made by `fluid-hw compile`?") from None
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise DriverError(f"{path}: malformed ({e!r}); recompile the model") from None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What the last :meth:`Accelerator.run` saw: the accelerator's input and output
+    values (program order, ``[N, ...]``), the stream result (timestamps) and the
+    counter registers after the run (cleared before it)."""
+
+    hw_inputs: np.ndarray
+    hw_outputs: np.ndarray
+    stream: StreamResult
+    counters: dict[str, int]
+
+
+class Accelerator:
+    """A compiled model on an accelerator (see the module docstring)."""
+
+    def __init__(self, build_dir: Path, transport: Transport, host: HostInfo,
+                 programs: dict[str, Program], params: dict[str, np.ndarray]) -> None:
+        self.build_dir = build_dir
+        self.transport = transport
+        self.host = host
+        self.programs = programs
+        self.scope = Scope()
+        self.scope.vars.update(params)
+        self.executor = Executor()
+        self.last: RunRecord | None = None
+
+    @classmethod
+    def open(cls, build_dir: str | os.PathLike[str], transport: str | Transport = "sim", *,
+             load_weights: bool = True, check: bool = True, **options: Any) -> Accelerator:
+        """Connect to the accelerator of ``build_dir`` over ``transport`` (a name, with
+        its ``options``, e.g. ``trace=``, ``ready_prob=``; or a Transport).  Checks the
+        ID and design-hash registers against the build (``check``) and, for runtime
+        weights, loads the compiled ones (``load_weights``)."""
+        d = Path(build_dir)
+        if not d.is_dir():
+            raise DriverError(f"{d}: no such build folder; make one with `fluid-hw compile`")
+        host = HostInfo.read(d / "host" / "host.json")
+        programs = {}
+        for part in ("pre", "post"):
+            p = d / "host" / f"{part}.pb"
+            try:
+                programs[part] = Program.parse_from_string(p.read_bytes(), source=str(p))
+            except FileNotFoundError:
+                raise DriverError(f"{p}: not found; recompile the model") from None
+        params: dict[str, np.ndarray] = {}
+        pfile = d / "host" / "params.npz"
+        if pfile.exists():
+            with np.load(pfile, allow_pickle=False) as z:
+                params = {k: z[k] for k in z.files}
+        t = transport if isinstance(transport, Transport) else \
+            get_transport(transport, d, **options)
+        acc = cls(d, t, host, programs, params)
+        try:
+            if check:
+                acc.check()
+            if load_weights and host.weights == "runtime":
+                acc.load()
+        except BaseException:
+            t.close()
+            raise
+        return acc
+
+    # -- hardware ----------------------------------------------------------------------
+    @property
+    def info(self) -> dict[str, Any]:
+        """The design description (``design.json``)."""
+        return self.transport.info
+
+    def check(self) -> None:
+        """The hardware is a fluid-hw accelerator of this build (ID, DESIGN_HASH)."""
+        ident = self.transport.read_register("ID")
+        if ident != ACCEL_ID:
+            raise DriverError(f"the device answers ID 0x{ident:08X}, not a fluid-hw "
+                              f"accelerator (0x{ACCEL_ID:08X})")
+        want = int(self.host.design_hash[:8], 16)
+        got = self.transport.read_register("DESIGN_HASH")
+        if got != want:
+            raise DriverError(f"the device runs design 0x{got:08X}, but {self.build_dir} was "
+                              f"compiled for 0x{want:08X}: load the matching bitstream or "
+                              "recompile")
+
+    def load(self, image: ParamImage | str | os.PathLike[str] | None = None) -> int:
+        """Load runtime weights: the build's ``weights.npz`` (default), another image
+        file, or an image (``(word address, uint32 words)`` segments, e.g. from
+        ``fluid_hw.backends.fpga.param_image``).  Returns the words written."""
+        if self.host.weights != "runtime":
+            raise DriverError(f"{self.build_dir} has constant weights built into the design; "
+                              "compile with --weights runtime to load weights")
+        if image is None:
+            image = self.build_dir / "weights.npz"
+        if isinstance(image, str | os.PathLike):
+            image = load_param_image(image)
+        return self.transport.load_params(image)
+
+    def counters(self) -> dict[str, int]:
+        """The counter registers (CYCLES, BUSY_CYCLES, INFERENCES, INPUTS, stalls)."""
+        return self.transport.counters()
+
+    def clear_counters(self) -> None:
+        self.transport.write_register("CONTROL", CONTROL_ENABLE | CONTROL_CLEAR)
+
+    def run_int(self, hw_inputs: np.ndarray) -> np.ndarray:
+        """The accelerator alone: its integer input values (program order, ``[N, ...]``)
+        -> its integer outputs (program order, ``[N, *out_shape]``)."""
+        x = np.asarray(hw_inputs)
+        n = len(x)
+        flat = x.reshape(n, -1)
+        if flat.shape[1] != len(self.host.in_perm):
+            raise DriverError(f"the accelerator takes {len(self.host.in_perm)} values per "
+                              f"example ({self.host.hw_input}), got {flat.shape[1]}")
+        self.clear_counters()
+        res = self.transport.stream(flat[:, self.host.in_perm])
+        out = np.empty_like(res.outputs)
+        out[:, self.host.out_perm] = res.outputs
+        y = out.reshape(n, *self.host.out_shape)
+        self.last = RunRecord(x, y, res, self.counters())
+        return y
+
+    # -- the model ---------------------------------------------------------------------
+    def _feed(self, batch: Any) -> dict[str, np.ndarray]:
+        """The inputs by name; float arrays converted to the input's float dtype."""
+        feeds = self.host.feeds
+        if isinstance(batch, Mapping):
+            missing = [f for f in feeds if f not in batch]
+            if missing:
+                raise DriverError(f"run: no value for input(s) {missing}; the model reads "
+                                  f"{feeds}")
+            out = {f: np.asarray(batch[f]) for f in feeds}
+        elif len(feeds) != 1:
+            raise DriverError(f"run: the model has inputs {feeds}; pass a dict")
+        else:
+            out = {feeds[0]: np.asarray(batch)}
+        for k, v in out.items():
+            for prog in self.programs.values():
+                gb = prog.global_block()
+                if gb.has_var(k):
+                    want = dtypes.to_numpy(gb.var(k).dtype)
+                    if v.dtype != want and v.dtype.kind == "f" and want.kind == "f":
+                        out[k] = v.astype(want)
+                    break
+        return out
+
+    def run(self, batch: Any) -> list[np.ndarray]:
+        """The model on a batch of float inputs (an array for a one-input model, or a
+        dict name -> array): the model's outputs, one array per fetch target."""
+        feed = self._feed(batch)
+        scope = Scope(self.scope)
+        pre, post = self.programs["pre"], self.programs["post"]
+        try:
+            pre_feed = {k: v for k, v in feed.items() if pre.global_block().has_var(k)}
+            (x,) = self.executor.run(pre, feed=pre_feed, fetch_list=[self.host.hw_input],
+                                     scope=scope)
+            y = self.run_int(x)
+            pb = post.global_block()
+            post_feed = {k: v for k, v in feed.items() if pb.has_var(k)}
+            post_feed[self.host.hw_output] = y
+            return self.executor.run(post, feed=post_feed, fetch_list=self.host.fetches,
+                                     scope=scope)
+        except DriverError:
+            raise
+        except FluidError as e:
+            raise DriverError(f"{self.build_dir}: the host programs failed: {e}") from e
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def __enter__(self) -> Accelerator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"Accelerator({str(self.build_dir)!r}, transport={self.transport.name!r}, "
+                f"feeds={self.host.feeds}, fetches={self.host.fetches})")
+

@@ -1,0 +1,220 @@
+"""Host / accelerator partition of a quantised inference program.
+
+A quantised program (``fluid_hw.passes.quantize``, docs/fixed_point.md) reads::
+
+    feed -> [float host ops] -> quantize -> { hardware chain } -> dequantize
+         -> [trailing host ops: softmax, arg_max, ...] -> fetch
+
+The **hardware chain** is one linear run of ops, each reading the previous one's
+output: ``quantized_fc`` / ``quantized_conv2d`` + ``requantize`` (an integer
+``relu`` after it is folded into the lower clamp), max ``quantized_pool2d``, and the
+layout ops ``reshape2`` / ``flatten2`` / ``transpose2`` between them.  Everything
+before its first layer is the **pre** host program (quantising the float input),
+everything after its last stage the **post** host program (dequantising, softmax,
+arg_max...), both run by the CPU executor.  An op without a hardware lowering
+*between* hardware stages is an error that names it (general CPU/FPGA
+partitioning is a later issue).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..errors import FluidError
+from ..ir import dtypes
+from ..ir.program import Operator, Program
+from ..ir.prune import prune
+
+__all__ = ["LoweringError", "Partition", "partition", "LAYER_OPS", "LAYOUT_OPS",
+           "main_input", "main_output", "lowerable"]
+
+LAYER_OPS = ("quantized_fc", "quantized_conv2d")
+LAYOUT_OPS = ("reshape2", "flatten2", "transpose2")
+_IO_OPS = ("feed", "fetch")
+
+
+class LoweringError(FluidError):
+    """A quantised program cannot be lowered to the FPGA accelerator as it is; the
+    message names the op or layer and what to change."""
+
+
+def main_input(op: Operator) -> str:
+    """The activation an op of the chain reads."""
+    slot = "Input" if op.type == "quantized_conv2d" else "X"
+    return op.input(slot)[0]
+
+
+def main_output(op: Operator) -> str:
+    """The activation an op of the chain writes."""
+    slot = "Output" if op.type == "quantized_conv2d" else "Out"
+    return op.output(slot)[0]
+
+
+def _is_int(program: Program, name: str) -> bool:
+    gb = program.global_block()
+    return gb.has_var(name) and dtypes.is_integer(gb.var(name).dtype)
+
+
+def lowerable(program: Program, op: Operator) -> bool:
+    """Whether ``op`` has a hardware lowering (as part of a stage or as layout)."""
+    t = op.type
+    if t in LAYER_OPS or t == "requantize":
+        return True
+    if t == "quantized_pool2d":
+        return op.attr("pooling_type") == "max"
+    if t == "relu" or t in LAYOUT_OPS:
+        return _is_int(program, op.input("X")[0])
+    return False
+
+
+def _describe(op: Operator) -> str:
+    what = op.type
+    if op.type == "quantized_pool2d":
+        what = f"quantized_pool2d ({op.attr('pooling_type')})"
+    return f"{what} (-> {', '.join(op.output_arg_names) or 'nothing'})"
+
+
+@dataclass
+class Partition:
+    """The three parts of a quantised program.  ``pre``/``hw``/``post``: op indices of
+    its global block (feed and fetch ops excluded); ``hw_input``: the int8 value the
+    accelerator streams in (computed by ``pre``); ``hw_output``: the value it streams
+    out (read by ``post``)."""
+
+    program: Program
+    feeds: list[str]
+    fetches: list[str]
+    pre: list[int]
+    hw: list[int]
+    post: list[int]
+    hw_input: str
+    hw_output: str
+    host_programs: dict[str, Program] = field(default_factory=dict)
+
+    @property
+    def pre_program(self) -> Program:
+        return self.host_programs["pre"]
+
+    @property
+    def post_program(self) -> Program:
+        return self.host_programs["post"]
+
+    def describe(self) -> dict[str, object]:
+        ops = self.program.global_block().ops
+        return {"feeds": self.feeds, "fetches": self.fetches,
+                "hw_input": self.hw_input, "hw_output": self.hw_output,
+                "pre": [ops[i].type for i in self.pre], "hw": [ops[i].type for i in self.hw],
+                "post": [ops[i].type for i in self.post]}
+
+
+def _feeds_fetches(program: Program, feeds: Sequence[str] | None,
+                   fetches: Sequence[str] | None) -> tuple[list[str], list[str]]:
+    gb = program.global_block()
+    if feeds is None:
+        feeds = [n for _, n in sorted((op.attr("col"), op.output("Out")[0])
+                                      for op in gb.ops if op.type == "feed")]
+    if fetches is None:
+        fetches = [n for _, n in sorted((op.attr("col"), op.input("X")[0])
+                                        for op in gb.ops if op.type == "fetch")]
+    if not feeds or not fetches:
+        raise LoweringError("the program has no feed or fetch ops: save it with "
+                            "io.save_inference_model, or name its inputs and outputs "
+                            "(feed_names=..., fetch_names=...)")
+    return list(feeds), list(fetches)
+
+
+def partition(program: Program, feed_names: Sequence[str] | None = None,
+              fetch_names: Sequence[str] | None = None) -> Partition:
+    """Split a quantised inference program (see the module docstring)."""
+    feeds, fetches = _feeds_fetches(program, feed_names, fetch_names)
+    gb = program.global_block()
+    ops = list(gb.ops)
+    body = [i for i, op in enumerate(ops) if op.type not in _IO_OPS]
+    layers = [i for i in body if ops[i].type in LAYER_OPS]
+    if not layers:
+        kinds = sorted({ops[i].type for i in body})
+        raise LoweringError(
+            "the program has no quantized_fc or quantized_conv2d op, so there is nothing "
+            f"for the accelerator (its ops: {', '.join(kinds)}). Compile a float model with "
+            "calibration data (fluid-hw compile MODEL --calibration X.npy) to quantise it")
+    first = layers[0]
+    hw_input = main_input(ops[first])
+    if not _is_int(program, hw_input):
+        raise LoweringError(f"{_describe(ops[first])} reads {hw_input!r}, which is not an "
+                            "integer tensor; the program is not quantised consistently")
+    # the chain: ops in program order, each reading the previous one's output
+    chain: list[int] = []
+    cur = hw_input
+    pos = body.index(first)
+    while pos < len(body):
+        op = ops[body[pos]]
+        if not (lowerable(program, op) and main_input(op) == cur):
+            break
+        chain.append(body[pos])
+        cur = main_output(op)
+        pos += 1
+    while chain and ops[chain[-1]].type in LAYOUT_OPS:  # trailing layout: host side
+        chain.pop()
+    hw_output = main_output(ops[chain[-1]])
+    hw_set = set(chain)
+    rest = [i for i in body if i > chain[-1] or (i < first)]
+    pre_set = {i for i in body if i < first}
+    post = [i for i in body if i > chain[-1] and i not in hw_set]
+    stray = [i for i in body if first < i < chain[-1] and i not in hw_set]
+    late_layers = [i for i in post if ops[i].type in LAYER_OPS]
+    if late_layers or stray:
+        blocking = [i for i in post if not lowerable(program, ops[i]) and
+                    (not late_layers or i < late_layers[-1])] + stray
+        if not blocking and late_layers:
+            blocking = [late_layers[0]]
+        names = "; ".join(_describe(ops[i]) for i in blocking)
+        nxt = ops[late_layers[0]] if late_layers else None
+        raise LoweringError(
+            f"op(s) without an FPGA lowering sit in the middle of the network: {names}"
+            + (f", and the hardware stage {_describe(nxt)} follows" if nxt is not None
+               else "")
+            + ". The accelerator is one chain of quantized_fc / quantized_conv2d + "
+            "requantize (+ max quantized_pool2d) stages with reshape2 / flatten2 / "
+            "transpose2 between them; only ops before the first stage and after the last "
+            "one run on the host. Remove or move these ops, or keep the model on the CPU "
+            "(general CPU/FPGA partitioning is not implemented yet)")
+    # values inside the chain must not be read anywhere else
+    inner = {main_output(ops[i]) for i in chain} - {hw_output}
+    for i in rest:
+        hit = inner & set(ops[i].input_arg_names)
+        if hit:
+            raise LoweringError(
+                f"{_describe(ops[i])} reads {sorted(hit)[0]!r}, an intermediate value of the "
+                "accelerator; only the last stage's output leaves the hardware. Fetch the "
+                "model's output instead, or stop the model at that value")
+    hit = inner & set(fetches)
+    if hit:
+        raise LoweringError(f"the model fetches {sorted(hit)[0]!r}, an intermediate value of "
+                            "the accelerator; only the last stage's output leaves the hardware")
+    part = Partition(program, feeds, fetches, sorted(pre_set), chain, post, hw_input,
+                     hw_output)
+    part.host_programs = {"pre": _host_program(program, feeds, [hw_input], pre_set, "pre"),
+                          "post": _host_program(program, [hw_output, *feeds], fetches,
+                                                set(post), "post")}
+    return part
+
+
+def _host_program(program: Program, feeds: list[str], targets: list[str], allowed: set[int],
+                  what: str) -> Program:
+    """The ops computing ``targets`` from ``feeds``, which must all be in ``allowed``."""
+    gb = program.global_block()
+    stripped = program.clone()
+    sb = stripped.global_block()
+    for i in range(len(sb.ops) - 1, -1, -1):
+        if sb.ops[i].type in _IO_OPS:
+            sb._remove_op(i)
+    host = prune(stripped, feeds, targets)
+    kept = {(op.type, tuple(op.output_arg_names)) for op in host.global_block().ops}
+    want = {(gb.ops[i].type, tuple(gb.ops[i].output_arg_names)) for i in allowed}
+    extra = kept - want
+    if extra:
+        t, outs = sorted(extra)[0]
+        raise LoweringError(f"the {what} host program would need {t} (-> {', '.join(outs)}), "
+                            "which is not on the host side of the accelerator")
+    return host
