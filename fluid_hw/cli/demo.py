@@ -16,6 +16,7 @@ import numpy as np
 
 import fluid_hw as fluid
 from fluid_hw.backends.cpu.trainer import History, train
+from fluid_hw.backends.fpga import compile_model, read_report, simulate
 from fluid_hw.datasets import load_digits_split
 from fluid_hw.frontend import models
 from fluid_hw.passes import QuantConfig, quantization_report, quantize
@@ -52,7 +53,44 @@ def plot_losses(hist: History, path: Path, title: str) -> None:
     tmp.replace(path)
 
 
-def run_demo(out_dir: str, epochs: int = 30) -> int:
+def _num(v: object) -> str:
+    if v is None:
+        return "?"
+    return f"{v:.1f}".removesuffix(".0") if isinstance(v, float) else str(v)
+
+
+def _summary(acc: float, acc_q: float, r: dict) -> str:
+    """The table a person reads at the end of the demo."""
+    est, meas = r.get("estimate", {}), r.get("measured", {})
+    hw = r.get("accuracy", {}).get("hardware_int8")
+    rows = [
+        ("test accuracy float32 / int8 golden / int8 hardware",
+         f"{acc:.4f} / {acc_q:.4f} / {hw:.4f}" if hw is not None else f"{acc:.4f} / {acc_q:.4f}"),
+        ("bit-exact vs golden model",
+         f"{r.get('bit_exact')} ({r.get('mismatches', '?')} mismatches, {r.get('inputs', '?')} "
+         "inputs)"),
+        ("cycles per inference (measured / estimated)",
+         f"{_num(meas.get('cycles_per_inference'))} / "
+         f"{_num(est.get('cycles_per_inference'))}"),
+        ("initiation interval, latency (cycles)",
+         f"{_num(meas.get('initiation_interval'))}, {_num(meas.get('latency_cycles'))}"),
+    ]
+    if "fmax_mhz" in r:
+        rows.append(("Fmax (timing met)", f"{r['fmax_mhz']:.1f} MHz ({r.get('timing_met')})"))
+    if "latency_us" in r:
+        rows.append(("latency / throughput at Fmax" if "fmax_mhz" in r else
+                     f"latency / throughput at {r.get('clock_mhz')} MHz",
+                     f"{r['latency_us']:.2f} us / {r.get('throughput_per_s', 0):,.0f} per s"))
+    used = r.get("resources_used") or est.get("resources", {})
+    avail = r.get("resources_available", {})
+    res = ", ".join(f"{k} {v}" + (f"/{avail[k]}" if k in avail else "")
+                    for k, v in used.items() if k in ("lut", "ff", "dsp", "bram"))
+    rows.append(("resources" + ("" if "resources_used" in r else " (estimate)"), res))
+    w = max(len(k) for k, _ in rows)
+    return "\n".join(f"  {k:{w}s}  {v}" for k, v in rows)
+
+
+def run_demo(out_dir: str, epochs: int = 30, target: str = "sim") -> int:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     xtr, xte, ytr, yte = load_digits_split()
@@ -89,19 +127,22 @@ def run_demo(out_dir: str, epochs: int = 30) -> int:
     acc = float((p.argmax(1) == yte[:, 0]).mean())
     acc_q = float((pq.argmax(1) == yte[:, 0]).mean())
     same = bool(np.array_equal(p, p2))
-    agree = float((p.argmax(1) == pq.argmax(1)).mean())
+    print(f"reloaded float model gives identical outputs: {same}")
+
+    print(f"\n== FPGA: compile the int8 model for target {target!r} ==")
+    build = out / "build"
+    st = compile_model(qdir, build, target=target)
+    print(f"  stages: {', '.join(s.name for s in st.lowered.stages)}")
+    print(f"\n== FPGA: simulate all {len(xte)} test images in Verilator, bit for bit ==")
+    keys = simulate(build, {model.image.name: xte}, labels=yte[:, 0])
+    report = read_report(build)
+    summary = _summary(acc, acc_q, report)
     (out / "metrics.json").write_text(json.dumps(
         {"accuracy": {"float": acc, "golden_int8": acc_q}, "loss_per_epoch": hist.losses},
         indent=2) + "\n")
-    print("\n== results ==")
-    print(f"{'':24s} {'float32':>9s} {'int8 (golden)':>14s}")
-    print(f"{'test accuracy':24s} {acc:9.4f} {acc_q:14.4f}")
-    print(f"{'float/int8 agreement':24s} {'':9s} {agree:14.4f}")
-    print(f"quantised model (int8): {qdir}")
+    print("\n== summary ==")
+    print(summary)
+    print(f"\nbuild folder: {build} (report.json, accelerator.v, registers.md, model/)")
     print(f"loss curve: {curve}")
-    print(f"inference model: {model_dir}")
-    for i in range(5):
-        print(f"  image {i}: label {int(yte[i, 0])}  predicted {int(p2[i].argmax())}  "
-              f"p(max) = {p2[i].max():.3f}")
-    print(f"reloaded model gives identical outputs: {same}")
-    return 0 if same else 1
+    ok = same and bool(keys.get("bit_exact"))
+    return 0 if ok else 1
