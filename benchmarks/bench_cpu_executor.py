@@ -9,11 +9,19 @@ Prints a table; the figure that matters is the ratio (goal: <= 1.3x).
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import timeit
 
-import numpy as np
+# Both sides use the same BLAS; one thread each keeps the comparison about the executor,
+# not about BLAS threads spinning on a busy 2-core machine (--threads N to change).
+_threads = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--threads=")), "1")
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, _threads)
 
-import fluid_hw as fluid
+import numpy as np  # noqa: E402 - after the BLAS thread setting
+
+import fluid_hw as fluid  # noqa: E402
 
 
 def build(sizes: list[int]) -> tuple[fluid.Program, fluid.Program, fluid.Variable]:
@@ -32,6 +40,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--number", type=int, default=200)
+    ap.add_argument("--threads", default="1", help="BLAS threads (as --threads=N)")
     args = ap.parse_args()
     sizes = [64, 128, 64, 10]
     prog, startup, y = build(sizes)
@@ -62,7 +71,8 @@ def main() -> None:
             rows.append((name, t))
     base = rows[0][1]
     print(f"MLP {'-'.join(map(str, sizes))} forward, batch {args.batch}, "
-          f"best of {args.repeat}x{args.number} runs")
+          f"best of {args.repeat}x{args.number} runs, "
+          f"BLAS threads {os.environ['OPENBLAS_NUM_THREADS']}")
     print(f"{'implementation':24s} {'time/run (us)':>14s} {'ratio':>7s}")
     for name, t in rows:
         print(f"{name:24s} {t * 1e6:14.1f} {t / base:6.2f}x")
