@@ -6,7 +6,9 @@
 - PLLs: :func:`ecp5_pll_params` (as ``ecppll``), :func:`ice40_pll_params` (as
   ``icepll``) and the components :class:`ECP5PLL`, :class:`ICE40PLL`.
 - :class:`BoardTop`: a core on a board (PLL, reset synchroniser, serial pins,
-  optional UART bridge); :class:`VerilogCore` wraps a Verilog top.
+  optional UART bridge); :class:`VerilogCore` wraps a Verilog top;
+  :class:`AcceleratorBoardTop`: an accelerator with flat AXI ports behind the UART
+  bridge, nothing tied off.
 - :func:`build_bitstream` (a BoardTop) and :func:`run_flow` (any top whose ports
   are board pins): Yosys -> nextpnr -> ecppack/icepack, with the result as
   :class:`BitstreamResult`.  Tools default to the YoWASP builds from PyPI and
@@ -17,6 +19,7 @@ See docs/bitstreams.md.
 """
 
 from ._errors import PLLError, ResourceBudgetError, ToolFailedError, ToolNotFoundError
+from .accel import AXI_PORTS, AcceleratorBoardTop, missing_axi_ports
 from .constraints import constraints_text
 from .devices import (
     RESOURCE_KEYS,
@@ -56,6 +59,8 @@ from .toolchain import (
 from .top import BoardTop, VerilogCore, verilog_ports
 
 __all__ = [
+    "AXI_PORTS",
+    "AcceleratorBoardTop",
     "RESOURCE_KEYS",
     "TOOLS",
     "BitstreamResult",
@@ -87,6 +92,7 @@ __all__ = [
     "get_family",
     "ice40_pll_params",
     "make_pll",
+    "missing_axi_ports",
     "pll_params",
     "parse_nextpnr_log",
     "parse_nextpnr_report",

@@ -9,11 +9,14 @@ from typing import Any
 def _run(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
-    return run_demo(args.out, epochs=args.epochs)
+    return run_demo(args.out, epochs=args.epochs,
+                    board=None if args.board == "none" else args.board)
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("demo", help="run the end-to-end demo on sklearn's digits")
     p.add_argument("--out", default="build/demo", help="output folder (default build/demo)")
     p.add_argument("--epochs", type=int, default=30, help="training epochs (default 30)")
+    p.add_argument("--board", default="ulx3s-85f",
+                   help="board to build the bitstream for, or 'none' (default ulx3s-85f)")
     p.set_defaults(fn=_run)

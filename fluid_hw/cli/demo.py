@@ -16,7 +16,13 @@ import numpy as np
 
 import fluid_hw as fluid
 from fluid_hw.backends.cpu.trainer import History, train
-from fluid_hw.backends.fpga import compile_model, read_report, simulate
+from fluid_hw.backends.fpga import (
+    bitstream,
+    compile_model,
+    read_report,
+    simulate,
+    write_report_html,
+)
 from fluid_hw.datasets import load_digits_split
 from fluid_hw.frontend import models
 from fluid_hw.passes import QuantConfig, quantization_report, quantize
@@ -76,7 +82,14 @@ def _summary(acc: float, acc_q: float, r: dict) -> str:
          f"{_num(meas.get('initiation_interval'))}, {_num(meas.get('latency_cycles'))}"),
     ]
     if "fmax_mhz" in r:
-        rows.append(("Fmax (timing met)", f"{r['fmax_mhz']:.1f} MHz ({r.get('timing_met')})"))
+        rows.append(("Fmax (timing met at the target clock?)",
+                     f"{r['fmax_mhz']:.1f} MHz ({r.get('timing_met')})"))
+        crit = r.get("critical_path")
+        if crit and not r.get("timing_met"):
+            if isinstance(crit, dict):
+                crit = (f"{crit.get('delay_ns', '?')} ns, {crit.get('start', '?')} -> "
+                        f"{crit.get('end', '?')}")
+            rows.append(("critical path", str(crit)[:120]))
     if "latency_us" in r:
         rows.append(("latency / throughput at Fmax" if "fmax_mhz" in r else
                      f"latency / throughput at {r.get('clock_mhz')} MHz",
@@ -90,7 +103,8 @@ def _summary(acc: float, acc_q: float, r: dict) -> str:
     return "\n".join(f"  {k:{w}s}  {v}" for k, v in rows)
 
 
-def run_demo(out_dir: str, epochs: int = 30, target: str = "sim") -> int:
+def run_demo(out_dir: str, epochs: int = 30, target: str = "sim",
+             board: str | None = "ulx3s-85f") -> int:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     xtr, xte, ytr, yte = load_digits_split()
@@ -135,6 +149,11 @@ def run_demo(out_dir: str, epochs: int = 30, target: str = "sim") -> int:
     print(f"  stages: {', '.join(s.name for s in st.lowered.stages)}")
     print(f"\n== FPGA: simulate all {len(xte)} test images in Verilator, bit for bit ==")
     keys = simulate(build, {model.image.name: xte}, labels=yte[:, 0])
+    if board:
+        print(f"\n== FPGA: bitstream for {board} (Yosys + nextpnr from PyPI; the first "
+              "run on a machine compiles the tools' WebAssembly, a few minutes) ==")
+        bitstream(build, board=board)
+    html = write_report_html(build)
     report = read_report(build)
     summary = _summary(acc, acc_q, report)
     (out / "metrics.json").write_text(json.dumps(
@@ -142,7 +161,9 @@ def run_demo(out_dir: str, epochs: int = 30, target: str = "sim") -> int:
         indent=2) + "\n")
     print("\n== summary ==")
     print(summary)
-    print(f"\nbuild folder: {build} (report.json, accelerator.v, registers.md, model/)")
+    print(f"\nbuild folder: {build} (report.json, report.html, accelerator.v, registers.md, "
+          f"model/{', accelerator.bit' if board else ''})")
+    print(f"report: {html}")
     print(f"loss curve: {curve}")
     ok = same and bool(keys.get("bit_exact"))
     return 0 if ok else 1

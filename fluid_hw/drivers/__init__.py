@@ -14,6 +14,7 @@ from .accelerator import (
     load_param_image,
     save_param_image,
 )
+from .serial import SerialTransport
 from .sim import SimTransport, harness_build, read_design
 from .transport import (
     COUNTERS,
@@ -28,7 +29,7 @@ from .transport import (
 
 __all__ = [
     "ACCEL_ID", "Accelerator", "COUNTERS", "DriverError", "HostInfo", "ParamImage",
-    "RunRecord", "SimTransport", "StreamResult", "Transport", "get_transport",
+    "RunRecord", "SerialTransport", "SimTransport", "StreamResult", "Transport", "get_transport",
     "harness_build", "load_param_image", "read_design", "register_transport",
     "save_param_image", "transport_names",
 ]

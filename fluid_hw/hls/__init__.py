@@ -2,6 +2,7 @@
 (:mod:`.partition`, :mod:`.lower`) into hardware stage descriptions (:mod:`.stages`),
 with their folding (:mod:`.folding`), resource and cycle estimates."""
 
+from .autofold import AutoFold, AutoFoldError, autofold, device_estimate
 from .folding import (
     DEFAULT_BUDGET,
     FoldingBudget,
@@ -24,8 +25,10 @@ from .stages import (
     hwc_order,
 )
 
-__all__ = ["DEFAULT_BUDGET", "ConvStage", "FoldingBudget", "FoldingError", "Lowered",
-           "LoweredStage", "LoweringError", "MVAUStage", "MaxPoolStage", "Partition",
-           "PipelineEstimate", "Resources", "StageEstimate", "balance", "estimate_pipeline",
-           "estimate_stage", "format_folding", "hwc_order", "lower", "parse_folding",
-           "partition"]
+__all__ = [
+    "DEFAULT_BUDGET", "AutoFold", "AutoFoldError", "ConvStage", "FoldingBudget",
+    "FoldingError", "Lowered", "LoweredStage", "LoweringError", "MVAUStage", "MaxPoolStage",
+    "Partition", "PipelineEstimate", "Resources", "StageEstimate", "autofold", "balance",
+    "device_estimate", "estimate_pipeline", "estimate_stage", "format_folding", "hwc_order",
+    "lower", "parse_folding", "partition",
+]

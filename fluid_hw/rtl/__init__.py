@@ -29,6 +29,7 @@ from .spec import (
 from .stream import CreditQueue, Downsizer, SkidBuffer, StreamFIFO, Upsizer, WidthConverter
 from .swg import SlidingWindow, WindowGeometry, swg_model
 from .top import AcceleratorTop, pipeline_model, stage_lanes
+from .uart_bridge import UartBridge, UartBridgeModel, UartRx, UartTx, baud_divisor
 
 __all__ = [
     "FF_STYLES", "TRELLIS_FF_SIM", "HardwareConfigError", "pack_lanes", "unpack_lanes",
@@ -41,4 +42,5 @@ __all__ = [
     "CreditQueue", "Downsizer", "SkidBuffer", "StreamFIFO", "Upsizer", "WidthConverter",
     "SlidingWindow", "WindowGeometry", "swg_model",
     "AcceleratorTop", "pipeline_model", "stage_lanes",
+    "UartBridge", "UartBridgeModel", "UartRx", "UartTx", "baud_divisor",
 ]

@@ -32,8 +32,8 @@ ARCH = Arch((12,), [{"kind": "fc", "name": "fc0", "n": 6, "relu": True},
 
 def test_transports_by_name_and_errors(tmp_path):
     assert "sim" in transport_names()
-    with pytest.raises(UnknownNameError, match=r"unknown transport 'serial'.*Known: sim"):
-        get_transport("serial", tmp_path)
+    with pytest.raises(UnknownNameError, match=r"unknown transport 'usb'.*Known: serial, sim"):
+        get_transport("usb", tmp_path)
     with pytest.raises(DriverError, match="no such build folder"):
         Accelerator.open(tmp_path / "none")
     with pytest.raises(DriverError, match=r"host.json: not found.*fluid-hw compile"):

@@ -15,6 +15,7 @@ here), ``host/`` (``pre.pb``, ``post.pb``, ``params.npz``, ``host.json``),
 ``weights.npz`` (runtime weights), ``outputs.npy`` (after simulate).
 """
 
+from .bitstream import BoardSimulation, bitstream
 from .compile import (
     COMPILE_STEPS,
     TARGETS,
@@ -27,11 +28,13 @@ from .compile import (
     load_inputs,
 )
 from .report import STEP_KEYS, read_report, update_report
+from .report_html import render_report, write_report_html
 from .simulate import SIMULATE_STEPS, Build, load_build, param_image_for, simulate
 from .steps import BuildError, Step, run_steps
 
 __all__ = [
-    "COMPILE_STEPS", "SIMULATE_STEPS", "STEP_KEYS", "TARGETS", "Build", "BuildError",
+    "COMPILE_STEPS", "SIMULATE_STEPS", "BoardSimulation", "bitstream", "render_report",
+    "write_report_html", "STEP_KEYS", "TARGETS", "Build", "BuildError",
     "CompileState", "Step", "Target", "compile_model", "compile_program", "get_target",
     "is_quantized", "load_build", "load_inputs", "param_image_for", "read_report",
     "run_steps", "simulate", "update_report",

@@ -31,7 +31,7 @@ STEP_KEYS: dict[str, tuple[str, ...]] = {
                  "activations_at_rails", "mac_utilisation", "debug_stages", "cocotb",
                  "simulate_seconds"),
     "bitstream": ("fmax_mhz", "timing_met", "critical_path", "resources_used",
-                  "resources_available"),
+                  "resources_available", "resources_estimate_vs_actual", "bitstream"),
 }
 
 

@@ -1,0 +1,620 @@
+# amaranth: UnusedElaboratable=no
+"""``fluid-hw bitstream BUILD_DIR``: a compiled build folder -> a bitstream for its board.
+
+    res = bitstream("build/mlp", board="ulx3s-85f")       # or the build's target board
+    res["fmax_mhz"], res["timing_met"], res["resources_estimate_vs_actual"]
+
+Steps: read ``accelerator.v``, ``design.json`` and ``report.json``; wrap the Verilog
+in the accelerator board top (:class:`fluid_hw.boards.AcceleratorBoardTop`: PLL ->
+design clock, reset synchroniser, :class:`fluid_hw.rtl.UartBridge` on the USB-serial
+pins, nothing tied off); check the device-aware estimate against the device
+(:func:`fluid_hw.hls.autofold.device_estimate`); run Yosys -> nextpnr -> ecppack /
+icepack in the build folder (tool logs ``yosys.log``, ``nextpnr.log``...); rename the
+result ``accelerator.bit`` / ``accelerator.bin``; merge into ``report.json``
+(atomically) ``fmax_mhz``, ``timing_met``, ``critical_path``, ``resources_used``,
+``resources_available``, ``throughput_per_s`` and ``latency_us`` at Fmax,
+``resources_estimate_vs_actual`` (per resource: estimate, Yosys, nextpnr, error %) and
+``bitstream`` (board, clock, PLL, UART, tool times, logs).  Timing that is not met is
+reported (``timing_met: false`` and a warning with nextpnr's critical path), never
+hidden; a failing tool's error names its log.
+
+:class:`BoardSimulation` runs the same board top (its bridge at ``divisor`` clock
+cycles a bit, no PLL) in Verilator, its serial pins behind a pseudo-terminal, so the
+host's :class:`fluid_hw.drivers.serial.SerialTransport` can be tested end to end
+without a board.  :func:`calibrate` measures the LUT/FF calibration of
+:data:`fluid_hw.hls.autofold.CALIBRATION`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import termios
+import time
+import tty
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+from typing import Any
+
+from amaranth.hdl import ClockDomain, ClockSignal, Module, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.cdc import ResetSynchronizer
+from amaranth.lib.wiring import In, Out
+
+from ...boards import (
+    AcceleratorBoardTop,
+    Board,
+    ResourceBudgetError,
+    VerilogCore,
+    build_bitstream,
+    get_board,
+)
+from ...boards.toolchain import RESULT_FILE, BitstreamResult, print_progress, synthesize
+from ...errors import UnknownNameError
+from ...hls.autofold import device_estimate, specs_from_design
+from ...rtl import AcceleratorTop, AXILiteSignature, StageSpec
+from ...rtl.uart_bridge import UartBridge
+from ...sim._tools import cache_dir, ensure_yosys, verilator_version
+from ...sim.build import VERILATOR_FLAGS, build_lock, sim_cells, verilate
+from .report import read_report, update_report
+from .steps import BuildError
+
+__all__ = ["DEFAULT_BAUD", "DEFAULT_CLOCK_MHZ", "BITSTREAM_KEYS", "BuildFolder", "read_build",
+           "resolve_board", "make_bridge", "accelerator_board_top", "bitstream",
+           "BoardSimulation", "build_board_sim", "calibrate", "calibration_designs"]
+
+#: the FT231X (ULX3S) and FT2232H (iCEBreaker) both run 3 Mbaud
+DEFAULT_BAUD = 3_000_000
+#: design clock by family when neither --clock-mhz nor a board build says otherwise
+DEFAULT_CLOCK_MHZ = {"ecp5": 100.0, "ice40": 30.0}
+#: a half-received command is dropped after this long without a byte
+IDLE_TIMEOUT_S = 0.02
+#: report.json keys this step writes
+BITSTREAM_KEYS = ("fmax_mhz", "timing_met", "critical_path", "resources_used",
+                  "resources_available", "throughput_per_s", "latency_us",
+                  "resources_estimate_vs_actual", "bitstream")
+
+Progress = Callable[[str], None] | None
+
+
+# ---- the build folder ------------------------------------------------------------------
+
+@dataclass
+class BuildFolder:
+    """What the bitstream step reads from a build folder."""
+
+    path: Path
+    verilog: Path
+    info: dict[str, Any]
+    report: dict[str, Any]
+
+    @property
+    def in_bytes(self) -> int:
+        return int(self.info["in_lanes"])
+
+    @property
+    def out_bytes(self) -> int:
+        return int(self.info["out_lanes"]) * int(self.info["out_bits"]) // 8
+
+    def specs(self) -> list[StageSpec]:
+        return specs_from_design(self.info.get("stages", []))
+
+
+def read_build(build_dir: str | os.PathLike[str]) -> BuildFolder:
+    d = Path(build_dir)
+    if not d.is_dir():
+        raise BuildError(f"build folder {d} does not exist; make one with `fluid-hw compile "
+                         "MODEL --out BUILD_DIR`")
+    verilog, design = d / "accelerator.v", d / "design.json"
+    for f in (verilog, design):
+        if not f.is_file():
+            raise BuildError(f"{f}: not found; is {d} a build folder made by `fluid-hw "
+                             "compile`? Recompile into it")
+    try:
+        info = json.loads(design.read_text())
+    except json.JSONDecodeError as e:
+        raise BuildError(f"{design}: not valid JSON ({e}); recompile") from None
+    return BuildFolder(d, verilog, info, read_report(d))
+
+
+def resolve_board(build: BuildFolder, board: str | Board | None) -> Board:
+    """``board``, else the build's target when that is a board."""
+    if board is not None:
+        return get_board(board)
+    target = build.report.get("target")
+    try:
+        return get_board(str(target))
+    except UnknownNameError:
+        raise BuildError(f"{build.path}: its target {target!r} is not a board; say which board "
+                         "to build for (--board ulx3s-85f, icebreaker, ...)") from None
+
+
+def make_bridge(build: BuildFolder, *, clk_hz: float | None = None, baud: float | None = None,
+                divisor: int | None = None, idle_timeout: int | None = None) -> UartBridge:
+    """The UART bridge sized for the build's stream beats."""
+    return UartBridge(in_bytes=build.in_bytes, out_bytes=build.out_bytes, divisor=divisor,
+                      clk_hz=clk_hz, baud=baud, idle_timeout=idle_timeout)
+
+
+def accelerator_board_top(build: BuildFolder, board: Board, *, clock_mhz: float | None,
+                          baud: float = DEFAULT_BAUD, pll: bool = True,
+                          divisor: int | None = None) -> AcceleratorBoardTop:
+    """``accelerator.v`` (as a :class:`VerilogCore`) behind a UART bridge on ``board``.
+    ``pll=False`` with ``divisor``: the simulation variant (oscillator clock, free baud
+    divisor, no idle timeout)."""
+    core = VerilogCore(build.verilog, top=str(build.info["name"]))
+    if pll:
+        def factory(clk_hz: float) -> UartBridge:
+            return make_bridge(build, clk_hz=clk_hz, baud=baud,
+                               idle_timeout=int(clk_hz * IDLE_TIMEOUT_S))
+        return AcceleratorBoardTop(core, board, clock_mhz=clock_mhz, bridge=factory)
+    return AcceleratorBoardTop(core, board, bridge=make_bridge(build, divisor=divisor or 8),
+                               pll=False)
+
+
+# ---- the step -------------------------------------------------------------------------
+
+def _say(progress: Progress, msg: str) -> None:
+    if progress is not None:
+        progress(msg)
+
+
+def _default_clock(build: BuildFolder, board: Board) -> float:
+    if build.report.get("target") in (board.name, *board.aliases) and \
+            build.report.get("clock_mhz"):
+        return float(build.report["clock_mhz"])
+    return DEFAULT_CLOCK_MHZ[board.family.name]
+
+
+def _check_estimate(build: BuildFolder, board: Board, est: Mapping[str, int]) -> None:
+    """Multipliers and block RAMs are counted exactly: fail before synthesis when the
+    design cannot fit (LUTs are left to Yosys' count)."""
+    dev = board.device
+    over = {r: est[r] - dev.resources[r] for r in ("dsp", "bram")
+            if est.get(r, 0) > dev.resources.get(r, 0)}
+    if not over:
+        return
+    names = {"dsp": dev.describe("dsp"), "bram": dev.describe("bram")}
+    parts = [f"{est[r]} {names[r]} but {dev.name} has {dev.resources[r]} ({n} over)"
+             for r, n in over.items()]
+    tips = []
+    if "bram" in over and dev.resources.get("spram"):
+        tips.append(f"runtime weights in the {dev.resources['spram']} SPRAMs (not implemented "
+                    "yet)")
+    tips.append("recompile with a folding for this device (`fluid-hw compile ... --fold "
+                "auto --target BOARD`) or fewer layers")
+    raise ResourceBudgetError(f"{build.info.get('name')} (estimate) needs " + "; ".join(parts)
+                              + ". Fix: " + "; or ".join(tips))
+
+
+def _compare(est: Mapping[str, int], synth: Mapping[str, int], placed: Mapping[str, int]
+             ) -> dict[str, dict[str, Any]]:
+    out = {}
+    for r in ("lut", "ff", "dsp", "bram"):
+        a = synth.get(r)
+        e = est.get(r)
+        row: dict[str, Any] = {"estimate": e, "actual": a, "placed": placed.get(r)}
+        row["error_pct"] = None if not a or e is None else round(100 * (e - a) / a, 1)
+        out[r] = row
+    return out
+
+
+def bitstream(build_dir: str | os.PathLike[str], *, board: str | Board | None = None,
+              clock_mhz: float | None = None, baud: float = DEFAULT_BAUD, seed: int = 1,
+              placer: str | None = None, nextpnr_args: Sequence[str] = (),
+              check_resources: bool = True, progress: Progress = print_progress,
+              timeout_s: float | None = None) -> dict[str, Any]:
+    """Build the bitstream of a compiled build folder (see the module docstring);
+    returns the keys merged into ``report.json``."""
+    build = read_build(build_dir)
+    b = resolve_board(build, board)
+    clock = float(clock_mhz) if clock_mhz is not None else _default_clock(build, b)
+    specs = build.specs()
+    est = device_estimate(specs, b.device, fifo_depth=int(build.info.get("fifo_depth", 2)),
+                          in_lanes=build.in_bytes, out_lanes=int(build.info["out_lanes"]))
+    _say(progress, f"estimate for {b.device.name}: " + ", ".join(
+        f"{k} {v}/{b.device.resources.get(k, '?')}" for k, v in est.items()))
+    if check_resources:
+        _check_estimate(build, b, est)
+    top = accelerator_board_top(build, b, clock_mhz=clock, baud=baud)
+    uart = top.bridge.describe()  # type: ignore[union-attr]
+    _say(progress, f"UART bridge: {uart['baud']:.0f} baud (divisor {uart['divisor']} at "
+                   f"{top.clock_mhz:.3f} MHz)")
+    t0 = time.monotonic()
+    res = build_bitstream(top, build.path, name="board_top", seed=seed, placer=placer,
+                          check_resources=check_resources, nextpnr_args=nextpnr_args,
+                          progress=progress, timeout_s=timeout_s)
+    final = build.path / f"accelerator{res.bitstream.suffix}"
+    os.replace(res.bitstream, final)
+    res.bitstream = final
+    res.write(build.path / RESULT_FILE)
+    keys = _report_keys(build, res, est, uart, top, time.monotonic() - t0)
+    update_report(build.path, keys)
+    if not res.timing_met:
+        cp = res.critical_path
+        _say(progress, f"WARNING: timing NOT met: Fmax {res.fmax_mhz} MHz < "
+                       f"{res.clock_mhz:.2f} MHz; critical path {cp.get('delay_ns')} ns "
+                       f"from {cp.get('start')} to {cp.get('end')} (nextpnr.log)")
+    return keys
+
+
+def _report_keys(build: BuildFolder, res: BitstreamResult, est: Mapping[str, int],
+                 uart: Mapping[str, Any], top: AcceleratorBoardTop, seconds: float
+                 ) -> dict[str, Any]:
+    rep = build.report
+    measured = rep.get("measured") or {}
+    estimate = rep.get("estimate") or {}
+    ii = measured.get("initiation_interval") or estimate.get("initiation_interval")
+    lat = measured.get("latency_cycles") or estimate.get("latency_cycles")
+    keys = res.report()
+    fmax = res.fmax_mhz
+    keys["throughput_per_s"] = fmax * 1e6 / ii if fmax and ii else None
+    keys["latency_us"] = lat / fmax if fmax and lat else None
+    keys["resources_estimate_vs_actual"] = _compare(est, res.resources_synth,
+                                                    res.resources_used)
+    info = keys["bitstream"]
+    info.update({
+        "file": res.bitstream.name, "uart": dict(uart),
+        "throughput_at_clock_per_s": res.clock_mhz * 1e6 / ii if ii else None,
+        "latency_at_clock_us": lat / res.clock_mhz if lat else None,
+        "estimate": dict(est), "placer": info.get("placer"),
+        "board_top": {k: v for k, v in top.describe().items() if k != "uart"},
+        "total_seconds": round(seconds, 1),
+    })
+    return keys
+
+
+# ---- the board top in Verilator, behind a pseudo-terminal -------------------------------
+
+BOARD_SIM_CPP = Template(r"""
+// Generated by fluid_hw.backends.fpga.bitstream: the board top in Verilator, its
+// serial pins bridged to a pseudo-terminal (argv[1]: the pty master's descriptor).
+// Exits when stdin reaches end of file (the parent closed it or died).
+#include "Vaccel.h"
+#include "verilated.h"
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+#include <vector>
+
+static const int DIV = $DIVISOR;
+static const uint64_t QUIET = 20000;  // idle cycles before waiting for the host
+
+int main(int argc, char** argv) {
+    if (argc < 2) { fprintf(stderr, "usage: board_sim PTY_FD\n"); return 2; }
+    const int fd = atoi(argv[1]);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    VerilatedContext* ctx = new VerilatedContext;
+    ctx->randReset(0);
+    Vaccel* top = new Vaccel(ctx, "board_top");
+    uint64_t cycles = 0;
+    auto tick = [&]() {
+        top->$CLK = 0; top->eval();
+        top->$CLK = 1; top->eval();
+        cycles++;
+    };
+    top->$RX = 1;
+    top->$RESET = $RESET_ON;
+    for (int i = 0; i < 8; i++) tick();
+    top->$RESET = !($RESET_ON);
+    for (int i = 0; i < 8; i++) tick();
+
+    std::deque<uint8_t> to_dev;      // host -> FPGA, waiting to be sent on rx
+    std::vector<uint8_t> to_host;    // FPGA -> host, waiting to be written to the pty
+    int ser_bit = -1, ser_cnt = 0;   // rx serialiser: bit index (-1 idle), cycles left
+    uint16_t ser_word = 0;
+    int des_bit = -1, des_cnt = 0;   // tx deserialiser
+    uint8_t des_val = 0;
+    uint64_t quiet = 0, bytes_in = 0, bytes_out = 0, framing = 0;
+    int idle_polls = 0;
+    uint8_t buf[4096];
+
+    auto pull = [&]() {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n > 0) { to_dev.insert(to_dev.end(), buf, buf + n); bytes_in += n; idle_polls = 0; }
+    };
+    auto push = [&]() {
+        while (!to_host.empty()) {
+            ssize_t n = write(fd, to_host.data(), to_host.size());
+            if (n <= 0) break;
+            to_host.erase(to_host.begin(), to_host.begin() + n);
+        }
+    };
+    for (;;) {
+        if (ser_bit < 0 && !to_dev.empty()) {
+            ser_word = (uint16_t)(0x200 | (to_dev.front() << 1));
+            to_dev.pop_front();
+            ser_bit = 0; ser_cnt = DIV;
+        }
+        top->$RX = ser_bit < 0 ? 1 : (ser_word >> ser_bit) & 1;
+        tick();
+        if (ser_bit >= 0 && --ser_cnt == 0) {
+            ser_cnt = DIV;
+            if (++ser_bit == 10) ser_bit = -1;
+        }
+        const int txv = top->$TX;
+        if (des_bit < 0) {
+            if (!txv) { des_bit = 0; des_cnt = DIV / 2; }
+        } else if (--des_cnt == 0) {
+            des_cnt = DIV;
+            if (des_bit == 0) {
+                if (txv) des_bit = -1; else { des_bit = 1; des_val = 0; }
+            } else if (des_bit <= 8) {
+                des_val |= (uint8_t)(txv << (des_bit - 1)); des_bit++;
+            } else {
+                if (txv) { to_host.push_back(des_val); bytes_out++; } else framing++;
+                des_bit = -1;
+                push();
+            }
+        }
+        if ((cycles & 63) == 0 && to_dev.size() < 65536) pull();
+        const bool busy = ser_bit >= 0 || !to_dev.empty() || des_bit >= 0 || !to_host.empty();
+        quiet = busy ? 0 : quiet + 1;
+        if ((cycles & 0xFFFF) == 0 || quiet > QUIET) {
+            struct pollfd p[2] = {{0, POLLIN, 0}, {fd, POLLIN, 0}};
+            const int wait_ms = quiet > QUIET ? (idle_polls < 2000 ? 1 : 20) : 0;
+            poll(p, 2, wait_ms);
+            if (p[0].revents & (POLLIN | POLLHUP)) {
+                char c;
+                if (read(0, &c, 1) <= 0) break;
+            }
+            if (p[1].revents & POLLIN) pull();
+            else if (p[1].revents & POLLHUP) usleep(5000);  // no host has the port open
+            if (quiet > QUIET) { idle_polls++; quiet = QUIET - 2000; }
+        }
+    }
+    push();
+    fprintf(stderr, "board_sim: %llu cycles, %llu bytes in, %llu bytes out, %llu framing "
+            "errors\n", (unsigned long long)cycles, (unsigned long long)bytes_in,
+            (unsigned long long)bytes_out, (unsigned long long)framing);
+    top->final();
+    delete top;
+    delete ctx;
+    return 0;
+}
+""")
+
+
+def _board_top_verilog(top: AcceleratorBoardTop) -> str:
+    """The board top (without the core, an instance of it) as Verilog, through the same
+    Yosys passes :mod:`fluid_hw.sim.verilog` uses."""
+    from amaranth._toolchain.yosys import find_yosys
+    from amaranth.back import rtlil
+
+    ensure_yosys()
+    il = rtlil.convert(top, name="board_top", emit_src=False)
+    yosys = find_yosys(lambda ver: ver >= (0, 40))
+    script = [f"read_rtlil <<rtlil\n{il}\nrtlil", "proc", "opt_expr", "opt_clean", "opt_dff",
+              "opt_clean", "write_verilog -norename"]
+    try:
+        return str(yosys.run(["-q", "-"], "\n".join(script), ignore_warnings=True))
+    except Exception as e:
+        raise BuildError(f"Verilog emission of the board top failed: {e}") from e
+
+
+def build_board_sim(build: BuildFolder, board: Board, divisor: int = 8,
+                    progress: Progress = print_progress) -> Path:
+    """The Verilated board top of ``build`` (bridge at ``divisor`` cycles a bit, no
+    PLL) as an executable, built once and cached."""
+    top = accelerator_board_top(build, board, clock_mhz=None, pll=False, divisor=divisor)
+    rst_port, active_high = top.reset_port
+    cpp = BOARD_SIM_CPP.substitute(DIVISOR=divisor, CLK=top.clock_port,
+                                   RX=top.board.pin("uart_rx").name,
+                                   TX=top.board.pin("uart_tx").name, RESET=rst_port,
+                                   RESET_ON=int(active_high))
+    board_v = _board_top_verilog(top)
+    accel_v = build.verilog.read_text()
+    key = hashlib.sha256("\0".join([board_v, accel_v, cpp, " ".join(VERILATOR_FLAGS),
+                                    verilator_version()]).encode()).hexdigest()[:24]
+    root = cache_dir() / "board_sim"
+    final = root / key
+    exe = final / "obj" / "board_sim"
+    if exe.exists():
+        return exe
+    with build_lock(root / f"{key}.lock"):
+        if exe.exists():
+            return exe
+        _say(progress, f"building the Verilated board top of {build.info['name']} on "
+                       f"{board.name} (key {key}); this takes a minute")
+        work = root / f"{key}.{os.getpid()}.tmp"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        (work / "board_top.v").write_text(board_v)
+        (work / "accelerator.v").write_text(accel_v)
+        (work / "board_sim.cpp").write_text(cpp)
+        verilate([work / "board_top.v", work / "accelerator.v",
+                  *sim_cells(accel_v, work)], "board_top", work,
+                 exe_sources=[work / "board_sim.cpp"], output="board_sim",
+                 runtime_tag="exe")
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(work, final)
+    return exe
+
+
+class BoardSimulation:
+    """A build's board top running in Verilator; ``port`` is the path of a
+    pseudo-terminal wired to its serial pins (open it with
+    ``SerialTransport(build_dir, port=sim.port)``).  ``divisor``: clock cycles a bit
+    of the simulated UART.  Use as a context manager, or :meth:`close`."""
+
+    def __init__(self, build_dir: str | os.PathLike[str], *, board: str | Board | None = None,
+                 divisor: int = 8, progress: Progress = print_progress) -> None:
+        build = read_build(build_dir)
+        try:
+            b = resolve_board(build, board)
+        except BuildError:
+            b = get_board("ulx3s-85f")  # the pins only name the ports
+        self.exe = build_board_sim(build, b, divisor, progress)
+        self.divisor = divisor
+        master, self._slave = os.openpty()
+        tty.setraw(self._slave, termios.TCSANOW)  # no echo: set before any byte flows
+        self.port = os.ttyname(self._slave)
+        self.log = build.path / "board_sim.log"
+        with open(self.log, "w") as err:
+            self.proc = subprocess.Popen([str(self.exe), str(master)], stdin=subprocess.PIPE,
+                                         stdout=subprocess.DEVNULL, stderr=err,
+                                         pass_fds=(master,))
+        os.close(master)
+
+    def close(self) -> None:
+        proc = getattr(self, "proc", None)
+        if proc is not None and proc.poll() is None:
+            assert proc.stdin is not None
+            proc.stdin.close()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if getattr(self, "_slave", -1) >= 0:
+            os.close(self._slave)
+            self._slave = -1
+
+    def __enter__(self) -> BoardSimulation:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# ---- calibration of the LUT/FF estimates ----------------------------------------------
+
+def calibrate(designs: Mapping[str, Sequence[StageSpec]], boards: Sequence[str],
+              work: str | os.PathLike[str], progress: Progress = print_progress
+              ) -> dict[str, Any]:
+    """Synthesise each accelerator (as its own top) for each board's family and compare
+    Yosys' LUT and flip-flop counts with :func:`fluid_hw.hls.stages.estimate_pipeline`:
+    the data behind :data:`fluid_hw.hls.autofold.CALIBRATION`.  Also measures the
+    board top's share (a ``UartBridge`` with reset and heartbeat).  Returns per family
+    the ratios per design and their mean."""
+    from amaranth.back import rtlil
+
+    from ...hls.stages import estimate_pipeline
+
+    out: dict[str, Any] = {}
+    root = Path(work)
+    for board_name in boards:
+        board = get_board(board_name)
+        fam = board.family.name
+        rows = {}
+        for name, specs in designs.items():
+            d = root / fam / name
+            d.mkdir(parents=True, exist_ok=True)
+            top = AcceleratorTop(list(specs))
+            (d / "accel.il").write_text(rtlil.convert(top, name="accel"))
+            syn = synthesize(board, d, [d / "accel.il"], "accel", progress=progress)
+            e = estimate_pipeline(list(specs)).resources
+            rows[name] = {"estimate": {"lut": e.lut, "ff": e.ff, "dsp": e.dsp, "bram": e.bram},
+                          "yosys": {k: syn.resources.get(k, 0) for k in
+                                    ("lut", "ff", "dsp", "bram")},
+                          "lut_ratio": round(syn.resources.get("lut", 0) / e.lut, 3),
+                          "ff_ratio": round(syn.resources.get("ff", 0) / e.ff, 3)}
+        d = root / fam / "bridge"
+        d.mkdir(parents=True, exist_ok=True)
+        bridge = _BridgeOnly(UartBridge(in_bytes=1, out_bytes=1, divisor=33,
+                                        idle_timeout=2_000_000))
+        (d / "bridge.il").write_text(rtlil.convert(bridge, name="bridge"))
+        syn = synthesize(board, d, [d / "bridge.il"], "bridge", progress=progress)
+        n = len(rows)
+        out[fam] = {"designs": rows,
+                    "lut_scale": round(sum(r["lut_ratio"] for r in rows.values()) / n, 3),
+                    "ff_scale": round(sum(r["ff_ratio"] for r in rows.values()) / n, 3),
+                    "board_top": {k: syn.resources.get(k, 0) for k in ("lut", "ff")}}
+    return out
+
+
+class _BridgeOnly(wiring.Component):
+    """A UART bridge with the board top's reset synchroniser and heartbeat, every
+    port kept (for :func:`calibrate`)."""
+
+    def __init__(self, bridge: UartBridge) -> None:
+        self.bridge = bridge
+        super().__init__(wiring.Signature({
+            "clk": In(1), "rx": In(1), "tx": Out(1), "rst_in": In(1), "led": Out(1),
+            "axil": Out(AXILiteSignature(UartBridge.ADDR_WIDTH)),
+            "s_axis": Out(stream.Signature(8 * bridge.in_bytes + 1)),
+            "m_axis": In(stream.Signature(8 * bridge.out_bytes + 1))}))
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        m.domains.sync = ClockDomain("sync")
+        m.d.comb += ClockSignal("sync").eq(self.clk)
+        m.submodules.bridge = b = self.bridge
+        m.submodules.reset_sync = ResetSynchronizer(self.rst_in)
+        wiring.connect(m, b.axil, wiring.flipped(self.axil))
+        wiring.connect(m, b.s_axis, wiring.flipped(self.s_axis))
+        wiring.connect(m, wiring.flipped(self.m_axis), b.m_axis)
+        hb = Signal(27)
+        m.d.sync += hb.eq(hb + 1)
+        m.d.comb += [b.rx.eq(self.rx), self.tx.eq(b.tx), self.led.eq(hb[-1])]
+        return m
+
+
+def calibration_designs() -> dict[str, list[StageSpec]]:
+    """The accelerators :func:`calibrate` measures: MLPs folded from 1 x 1 to 2 x 16
+    and 1 x 128, PE-heavy and SIMD-heavy, constant and runtime weights, and a
+    convolution + max pool + fully-connected design."""
+    import numpy as np
+
+    from ...hls.stages import ConvStage, MaxPoolStage, MVAUStage
+
+    rng = np.random.default_rng(0)
+
+    def fc(name: str, mw: int, mh: int, pe: int, simd: int, relu: bool = True,
+           mode: str = "const") -> MVAUStage:
+        arr = {} if mode == "runtime" else dict(
+            weights=rng.integers(-127, 128, (mh, mw)), bias=rng.integers(-5000, 5000, mh),
+            multiplier=rng.integers(1, 2**15, mh), shift=rng.integers(16, 24, mh))
+        return MVAUStage(name, mw, mh, pe=pe, simd=simd, relu=relu, weights_mode=mode, **arr)
+
+    conv = ConvStage("conv", (1, 8, 8), 8, kernel=3, padding=1, pe=2, simd=3, relu=True,
+                     weights=rng.integers(-127, 128, (8, 1, 3, 3)),
+                     bias=rng.integers(-500, 500, 8), multiplier=rng.integers(1, 2**15, 8),
+                     shift=rng.integers(10, 16, 8))
+    designs = {
+        "mlp_64_128_64_10": [fc("fc_0", 64, 128, 1, 32), fc("fc_1", 128, 64, 1, 32),
+                             fc("fc_2", 64, 10, 1, 4, relu=False)],
+        "mlp_64_128_64_10_1x1": [fc("fc_0", 64, 128, 1, 1), fc("fc_1", 128, 64, 1, 1),
+                                 fc("fc_2", 64, 10, 1, 1, relu=False)],
+        "mlp_64_128_64_10_2x16": [fc("fc_0", 64, 128, 2, 16), fc("fc_1", 128, 64, 2, 16),
+                                  fc("fc_2", 64, 10, 1, 2, relu=False)],
+        "mlp_64_32_10_1x1": [fc("fc_0", 64, 32, 1, 1), fc("fc_1", 32, 10, 1, 1, relu=False)],
+        "mlp_64_32_10_4x8": [fc("fc_0", 64, 32, 4, 8), fc("fc_1", 32, 10, 2, 4, relu=False)],
+        "mlp_32_16_10": [fc("fc_0", 32, 16, 1, 2), fc("fc_1", 16, 10, 1, 1, relu=False)],
+        "fc_128_10_wide": [fc("fc_0", 128, 10, 1, 128, relu=False)],
+        "mlp_16_64_16_pe": [fc("fc_0", 16, 64, 8, 2), fc("fc_1", 64, 16, 4, 4, relu=False)],
+        "fc_8_8": [fc("fc_0", 8, 8, 1, 1, relu=False)],
+        "mlp_runtime_16": [fc("fc_0", 16, 16, 4, 4, mode="runtime"),
+                           fc("fc_1", 16, 16, 4, 4, relu=False, mode="runtime")],
+        "mlp_runtime_64_32_10": [fc("fc_0", 64, 32, 1, 8, mode="runtime"),
+                                 fc("fc_1", 32, 10, 1, 4, relu=False, mode="runtime")],
+        "conv_pool_fc": [conv, MaxPoolStage("pool", (8, 8, 8), kernel=2),
+                         fc("fc", 128, 10, 2, 8, relu=False)],
+    }
+    return designs
+
+
+def _main(argv: Sequence[str]) -> int:  # pragma: no cover - a developer's tool
+    """``python -m fluid_hw.backends.fpga.bitstream calibrate WORK_DIR``."""
+    if len(argv) != 2 or argv[0] != "calibrate":
+        print("usage: python -m fluid_hw.backends.fpga.bitstream calibrate WORK_DIR")
+        return 2
+    designs = calibration_designs()
+    res = calibrate(designs, ["ulx3s-85f", "icebreaker"], argv[1])
+    print(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(_main(sys.argv[1:]))

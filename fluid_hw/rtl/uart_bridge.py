@@ -1,0 +1,633 @@
+"""UART-to-AXI bridge: a host on a serial line drives an accelerator's AXI4-Lite
+registers and AXI4-Stream ports.
+
+The byte protocol is ``docs/uart_protocol.md`` (8N1, little-endian fields):
+
+=======================  ===========================================  =====================
+host -> bridge           payload                                      bridge -> host
+=======================  ===========================================  =====================
+``0x00`` NOP             --                                           --
+``0x01`` INFO            --                                           ``0x81`` + 8 bytes
+``0x02`` READ            addr (2)                                     ``0x82`` resp data (4)
+``0x03`` WRITE           addr (2), data (4)                           ``0x83`` resp
+``0x04`` WRITE_BURST     addr (2), count (2), count x data (4)        ``0x84`` resp
+``0x05`` STREAM_IN       count (2), flags (1), count x beat           --
+(any time)               m_axis beat                                  ``0x90``/``0x91`` beat
+=======================  ===========================================  =====================
+
+* INFO answers ``"FH"``, the protocol version, the error flags (cleared by the read),
+  the input and output beat sizes in bytes and the baud divisor (2 bytes).
+* WRITE_BURST writes ``count`` words to the *same* address (the accelerator's
+  PARAM_DATA window advances by itself) and answers the first non-OKAY response.
+* STREAM_IN sends ``count`` beats of ``in_bytes`` bytes (element 0 first) on
+  ``s_axis``, ``tlast`` on the last one when flag bit 0 is set.  No answer.
+* Every ``m_axis`` beat goes to the host as soon as it comes, as a packet ``0x90``
+  (``0x91`` with ``tlast``) + ``out_bytes`` bytes, between other packets.
+* Responses: 0 OKAY, 2 SLVERR, 3 DECERR (AXI), 4 the slave did not answer in
+  ``axi_timeout`` cycles (the access was abandoned).
+* Error flags (sticky until INFO): bit 0 a received byte was lost (receive FIFO full),
+  1 a stop bit was 0 (framing), 2 an unknown command byte (skipped), 3 a command was
+  abandoned half-received (no byte for ``idle_timeout`` cycles), 4 an AXI timeout.
+
+Flow control is the host's: the bridge never holds ``m_axis`` back for long (its
+beats leave at line rate), and a host that sends the next input vector only when the
+previous one's output has arrived never overflows the receive FIFO (see the
+protocol document for the window rule).
+
+Structure: :class:`UartRx` (2-FF synchroniser, mid-bit sampling, framing check) ->
+a register FIFO (``rx_fifo_depth`` bytes; registers, so no block RAM is used) ->
+the command parser with its AXI4-Lite master and stream source; ``m_axis`` and the
+parser's responses meet in a packet arbiter -> :class:`UartTx`.  Nothing here uses a
+multiplier or a memory, so a board top's DSP and block-RAM counts are the
+accelerator's own.  :class:`UartBridgeModel` is the behavioural model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from amaranth import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import stream
+from amaranth.lib.cdc import FFSynchronizer
+from amaranth.lib.wiring import In, Out
+
+from ._util import Component, HardwareConfigError, ceil_log2
+from .axil import AXILiteSignature
+
+__all__ = [
+    "UartRx", "UartTx", "UartBridge", "UartBridgeModel", "baud_divisor",
+    "CMD_NOP", "CMD_INFO", "CMD_READ", "CMD_WRITE", "CMD_WRITE_BURST", "CMD_STREAM_IN",
+    "RSP_INFO", "RSP_READ", "RSP_WRITE", "RSP_WRITE_BURST", "PKT_BEAT", "PKT_BEAT_LAST",
+    "RESP_TIMEOUT", "ERR_RX_OVERFLOW", "ERR_FRAMING", "ERR_BAD_COMMAND", "ERR_CMD_TIMEOUT",
+    "ERR_AXI_TIMEOUT", "PROTOCOL_VERSION", "INFO_MAGIC",
+]
+
+PROTOCOL_VERSION = 1
+INFO_MAGIC = b"FH"
+
+CMD_NOP, CMD_INFO, CMD_READ, CMD_WRITE, CMD_WRITE_BURST, CMD_STREAM_IN = range(6)
+RSP_INFO, RSP_READ, RSP_WRITE, RSP_WRITE_BURST = 0x81, 0x82, 0x83, 0x84
+PKT_BEAT, PKT_BEAT_LAST = 0x90, 0x91
+#: header bytes after the command byte
+HEADER_BYTES = {CMD_NOP: 0, CMD_INFO: 0, CMD_READ: 2, CMD_WRITE: 6, CMD_WRITE_BURST: 4,
+                CMD_STREAM_IN: 3}
+RESP_TIMEOUT = 4
+ERR_RX_OVERFLOW, ERR_FRAMING, ERR_BAD_COMMAND, ERR_CMD_TIMEOUT, ERR_AXI_TIMEOUT = (
+    1, 2, 4, 8, 16)
+
+#: the largest baud-rate error accepted (sender and receiver together may be ~4 % off)
+MAX_BAUD_ERROR = 0.02
+
+
+def baud_divisor(clk_hz: float, baud: float) -> int:
+    """Clock cycles per bit for ``baud`` at ``clk_hz``; raises when the rate cannot be
+    made within 2 % or with fewer than 4 cycles a bit."""
+    if clk_hz <= 0 or baud <= 0:
+        raise HardwareConfigError(f"UART: clock {clk_hz} Hz and baud {baud} must be positive")
+    div = round(clk_hz / baud)
+    if div < 4:
+        raise HardwareConfigError(
+            f"UART: {baud:g} baud needs at least 4 clock cycles a bit, but the clock is "
+            f"{clk_hz / 1e6:g} MHz ({clk_hz / baud:.2f} cycles); lower the baud rate to at "
+            f"most {clk_hz / 4:g}")
+    err = abs(clk_hz / div - baud) / baud
+    if err > MAX_BAUD_ERROR:
+        raise HardwareConfigError(
+            f"UART: {baud:g} baud from a {clk_hz / 1e6:g} MHz clock is {err:.1%} off "
+            f"(divisor {div}); choose a baud rate near {clk_hz / div:.0f}")
+    return div
+
+
+class UartRx(Component):
+    """8N1 receiver: ``data`` with a one-cycle ``valid`` strobe per byte, ``frame_error``
+    strobes for a byte whose stop bit was 0 (dropped; the receiver then waits for the
+    line to go high).  ``divisor`` clock cycles per bit (>= 4)."""
+
+    def __init__(self, divisor: int) -> None:
+        if divisor < 4:
+            raise HardwareConfigError(f"UartRx: divisor must be >= 4, got {divisor}")
+        self.divisor = divisor
+        super().__init__({"rx": In(1, init=1), "data": Out(8), "valid": Out(1),
+                          "frame_error": Out(1)})
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        d = self.divisor
+        rx = Signal(init=1)
+        m.submodules.sync_rx = FFSynchronizer(self.rx, rx, init=1)
+        cnt = Signal(range(d))
+        bit = Signal(range(8))
+        shreg = Signal(8)
+        m.d.sync += [self.valid.eq(0), self.frame_error.eq(0)]
+        with m.FSM():
+            with m.State("IDLE"), m.If(~rx):
+                m.d.sync += cnt.eq(d // 2 - 1)
+                m.next = "START"
+            with m.State("START"):
+                with m.If(cnt == 0):
+                    with m.If(~rx):  # still low in the middle of the start bit
+                        m.d.sync += [cnt.eq(d - 1), bit.eq(0)]
+                        m.next = "DATA"
+                    with m.Else():
+                        m.next = "IDLE"  # a glitch
+                with m.Else():
+                    m.d.sync += cnt.eq(cnt - 1)
+            with m.State("DATA"):
+                with m.If(cnt == 0):
+                    m.d.sync += [shreg.eq(Cat(shreg[1:], rx)), cnt.eq(d - 1), bit.eq(bit + 1)]
+                    with m.If(bit == 7):
+                        m.next = "STOP"
+                with m.Else():
+                    m.d.sync += cnt.eq(cnt - 1)
+            with m.State("STOP"):
+                with m.If(cnt == 0):
+                    with m.If(rx):
+                        m.d.sync += [self.data.eq(shreg), self.valid.eq(1)]
+                        m.next = "IDLE"
+                    with m.Else():
+                        m.d.sync += self.frame_error.eq(1)
+                        m.next = "BREAK"
+                with m.Else():
+                    m.d.sync += cnt.eq(cnt - 1)
+            with m.State("BREAK"), m.If(rx):
+                m.next = "IDLE"
+        return m
+
+
+class UartTx(Component):
+    """8N1 transmitter: a byte stream in, the serial line out (registered, idle
+    high).  ``divisor`` clock cycles per bit."""
+
+    def __init__(self, divisor: int) -> None:
+        if divisor < 4:
+            raise HardwareConfigError(f"UartTx: divisor must be >= 4, got {divisor}")
+        self.divisor = divisor
+        super().__init__({"i": In(stream.Signature(8)), "tx": Out(1, init=1)})
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        d = self.divisor
+        busy = Signal()
+        shreg = Signal(10, init=0x3FF)
+        cnt = Signal(range(d))
+        bits = Signal(range(11))
+        m.d.comb += self.i.ready.eq(~busy)
+        m.d.sync += self.tx.eq(shreg[0])
+        with m.If(self.i.valid & ~busy):
+            m.d.sync += [shreg.eq(Cat(Const(0, 1), self.i.payload, Const(1, 1))),
+                         cnt.eq(d - 1), bits.eq(10), busy.eq(1)]
+        with m.Elif(busy):
+            with m.If(cnt == 0):
+                m.d.sync += cnt.eq(d - 1)
+                with m.If(bits == 1):
+                    m.d.sync += busy.eq(0)
+                with m.Else():
+                    m.d.sync += [shreg.eq(Cat(shreg[1:], Const(1, 1))), bits.eq(bits - 1)]
+            with m.Else():
+                m.d.sync += cnt.eq(cnt - 1)
+        return m
+
+
+class _ByteFIFO(Component):
+    """A small FIFO of bytes in registers (never a block RAM) with a registered
+    output (``depth + 1`` bytes in all); ``w_en`` while full drops the byte and
+    strobes ``overflow``."""
+
+    def __init__(self, depth: int) -> None:
+        if depth < 2 or depth & (depth - 1):
+            raise HardwareConfigError(f"UART receive FIFO depth must be a power of two >= 2, "
+                                      f"got {depth}")
+        self.depth = depth
+        super().__init__({"w_data": In(8), "w_en": In(1), "overflow": Out(1),
+                          "o": Out(stream.Signature(8))})
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        n = ceil_log2(self.depth)
+        regs = Array(Signal(8, name=f"slot{k}") for k in range(self.depth))
+        wp = Signal(n + 1)
+        rp = Signal(n + 1)
+        full = (wp[:n] == rp[:n]) & (wp[n] != rp[n])
+        # a registered output (the read multiplexer stays off the parser's paths)
+        out_valid = Signal()
+        out_data = Signal(8)
+        m.d.comb += [self.o.valid.eq(out_valid), self.o.payload.eq(out_data)]
+        m.d.sync += self.overflow.eq(self.w_en & full)
+        with m.If(self.w_en & ~full):
+            m.d.sync += [regs[wp[:n]].eq(self.w_data), wp.eq(wp + 1)]
+        with m.If((wp != rp) & (~out_valid | self.o.ready)):
+            m.d.sync += [out_data.eq(regs[rp[:n]]), out_valid.eq(1), rp.eq(rp + 1)]
+        with m.Elif(self.o.ready):
+            m.d.sync += out_valid.eq(0)
+        return m
+
+
+def _beat_signature(nbytes: int) -> stream.Signature:
+    """A stream beat: ``nbytes`` bytes (byte 0 in the low bits) and ``last`` on top."""
+    return stream.Signature(8 * nbytes + 1)
+
+
+class UartBridge(Component):
+    """The bridge (see the module docstring).
+
+    ``in_bytes`` / ``out_bytes``: bytes of an ``s_axis`` / ``m_axis`` beat (the
+    accelerator's ``in_lanes`` and ``out_lanes * out_bits / 8``).  The baud rate is
+    ``divisor`` clock cycles a bit, or comes from ``clk_hz`` and ``baud``
+    (:func:`baud_divisor`).  ``idle_timeout``: cycles without a byte after which a
+    half-received command is abandoned (``None``: never); ``axi_timeout``: cycles to
+    wait for an AXI4-Lite answer.
+
+    Ports: ``rx``/``tx`` (the serial pins), ``axil`` (AXI4-Lite master, 16-bit
+    addresses), ``s_axis`` (beats out to the accelerator: data, then ``last`` in the
+    top bit), ``m_axis`` (beats in from it, same layout), ``errors`` (the sticky error
+    flags).  :meth:`connect` wires it to a core with flat AXI ports
+    (``s_axil_*``, ``s_axis_*``, ``m_axis_*``, as :class:`~.top.AcceleratorTop` and a
+    Verilog core of it have), which is how :class:`fluid_hw.boards.BoardTop` uses it.
+    """
+
+    ADDR_WIDTH = 16
+
+    def __init__(self, *, in_bytes: int, out_bytes: int, divisor: int | None = None,
+                 clk_hz: float | None = None, baud: float | None = None,
+                 rx_fifo_depth: int = 16, idle_timeout: int | None = None,
+                 axi_timeout: int = 1024) -> None:
+        if divisor is None:
+            if clk_hz is None or baud is None:
+                raise HardwareConfigError("UartBridge: give divisor=, or clk_hz= and baud=")
+            divisor = baud_divisor(clk_hz, baud)
+        if divisor < 4 or divisor >= 1 << 16:
+            raise HardwareConfigError(f"UartBridge: divisor must be in [4, 65535], got "
+                                      f"{divisor}")
+        if not (1 <= in_bytes <= 255 and 1 <= out_bytes <= 255):
+            raise HardwareConfigError(f"UartBridge: beat sizes must be 1..255 bytes, got "
+                                      f"in {in_bytes}, out {out_bytes}")
+        if idle_timeout is not None and idle_timeout < 20 * divisor:
+            raise HardwareConfigError(f"UartBridge: idle_timeout {idle_timeout} is shorter "
+                                      f"than two byte times ({20 * divisor} cycles)")
+        self.divisor = divisor
+        self.clk_hz = clk_hz
+        self.baud = clk_hz / divisor if clk_hz else baud
+        self.in_bytes, self.out_bytes = in_bytes, out_bytes
+        self.rx_fifo_depth = rx_fifo_depth
+        self.idle_timeout, self.axi_timeout = idle_timeout, axi_timeout
+        super().__init__({
+            "rx": In(1, init=1), "tx": Out(1, init=1),
+            "axil": Out(AXILiteSignature(self.ADDR_WIDTH)),
+            "s_axis": Out(_beat_signature(in_bytes)),
+            "m_axis": In(_beat_signature(out_bytes)),
+            "errors": Out(5),
+        })
+
+    def describe(self) -> dict[str, object]:
+        """What a host needs to talk to it."""
+        return {"protocol_version": PROTOCOL_VERSION, "divisor": self.divisor,
+                "baud": self.baud, "clk_hz": self.clk_hz, "in_bytes": self.in_bytes,
+                "out_bytes": self.out_bytes, "rx_fifo_depth": self.rx_fifo_depth}
+
+    # -- wiring to a core -------------------------------------------------------------
+    def connect(self, m: Module, core: object) -> None:
+        """Drive ``core``'s flat AXI ports from the bridge (``BoardTop`` calls this)."""
+        need = ("s_axil_awaddr", "s_axil_rdata", "s_axis_tdata", "s_axis_tlast",
+                "m_axis_tdata", "m_axis_tlast")
+        missing = [p for p in need if not hasattr(core, p)]
+        if missing:
+            raise HardwareConfigError(
+                f"UartBridge.connect: the core {type(core).__name__} has no {missing} "
+                "ports; it needs the flat AXI ports of fluid_hw.rtl.AcceleratorTop")
+        for port, want in (("s_axis_tdata", 8 * self.in_bytes),
+                           ("m_axis_tdata", 8 * self.out_bytes)):
+            got = len(getattr(core, port))
+            if got != want:
+                raise HardwareConfigError(
+                    f"UartBridge.connect: the core's {port} is {got} bits but the bridge was "
+                    f"made for {want} (in_bytes={self.in_bytes}, out_bytes={self.out_bytes})")
+        if len(core.s_axil_awaddr) > self.ADDR_WIDTH:  # type: ignore[attr-defined]
+            raise HardwareConfigError(f"UartBridge.connect: the core's AXI4-Lite address is "
+                                      f"wider than the protocol's {self.ADDR_WIDTH} bits")
+        bus = self.axil
+        for n in ("awaddr", "awvalid", "wdata", "wstrb", "wvalid", "bready", "araddr",
+                  "arvalid", "rready"):
+            m.d.comb += getattr(core, f"s_axil_{n}").eq(getattr(bus, n))
+        for n in ("awready", "wready", "bresp", "bvalid", "arready", "rdata", "rresp",
+                  "rvalid"):
+            m.d.comb += getattr(bus, n).eq(getattr(core, f"s_axil_{n}"))
+        ib, ob = 8 * self.in_bytes, 8 * self.out_bytes
+        m.d.comb += [
+            core.s_axis_tdata.eq(self.s_axis.payload[:ib]),  # type: ignore[attr-defined]
+            core.s_axis_tlast.eq(self.s_axis.payload[ib]),  # type: ignore[attr-defined]
+            core.s_axis_tvalid.eq(self.s_axis.valid),  # type: ignore[attr-defined]
+            self.s_axis.ready.eq(core.s_axis_tready),  # type: ignore[attr-defined]
+            self.m_axis.payload.eq(Cat(core.m_axis_tdata[:ob],  # type: ignore[attr-defined]
+                                       core.m_axis_tlast)),  # type: ignore[attr-defined]
+            self.m_axis.valid.eq(core.m_axis_tvalid),  # type: ignore[attr-defined]
+            core.m_axis_tready.eq(self.m_axis.ready),  # type: ignore[attr-defined]
+        ]
+
+    # -- hardware -----------------------------------------------------------------------
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        m.submodules.uart_rx = urx = UartRx(self.divisor)
+        m.submodules.uart_tx = utx = UartTx(self.divisor)
+        m.submodules.rx_fifo = rxq = _ByteFIFO(self.rx_fifo_depth)
+        m.d.comb += [urx.rx.eq(self.rx), self.tx.eq(utx.tx),
+                     rxq.w_data.eq(urx.data), rxq.w_en.eq(urx.valid)]
+        byte = rxq.o.payload
+        got = rxq.o.valid & rxq.o.ready
+
+        errors = self.errors
+        err_set = Signal(5)
+        clear_errors = Signal()
+        m.d.sync += errors.eq(Mux(clear_errors, 0, errors) | err_set)
+        m.d.comb += [err_set[0].eq(rxq.overflow), err_set[1].eq(urx.frame_error)]
+
+        # ---- responses and output beats share the transmitter, a packet at a time ----
+        max_pkt = 1 + max(8, self.out_bytes)
+        pkt = Signal(8 * max_pkt)
+        pkt_left = Signal(range(max_pkt + 1))
+        resp_valid = Signal()
+        resp_data = Signal(8 * 9)
+        resp_len = Signal(range(10))
+        resp_taken = Signal()
+        ob = 8 * self.out_bytes
+        m.d.comb += [utx.i.payload.eq(pkt[:8]), utx.i.valid.eq(pkt_left != 0)]
+        with m.If(utx.i.valid & utx.i.ready):
+            m.d.sync += [pkt.eq(pkt >> 8), pkt_left.eq(pkt_left - 1)]
+        idle_tx = pkt_left == 0
+        with m.If(idle_tx & resp_valid):
+            m.d.sync += [pkt.eq(resp_data), pkt_left.eq(resp_len)]
+            m.d.comb += resp_taken.eq(1)
+        with m.Elif(idle_tx & self.m_axis.valid):
+            m.d.comb += self.m_axis.ready.eq(1)
+            tag = Mux(self.m_axis.payload[ob], PKT_BEAT_LAST, PKT_BEAT)
+            m.d.sync += [pkt.eq(Cat(tag, self.m_axis.payload[:ob])),
+                         pkt_left.eq(1 + self.out_bytes)]
+
+        # ---- command parser --------------------------------------------------------------
+        cmd = Signal(8)
+        hdr = Signal(8 * 6)
+        hdr_idx = Signal(range(7))
+        word = Signal(8 * max(4, self.in_bytes))
+        word_idx = Signal(range(max(4, self.in_bytes) + 1))
+        count = Signal(16)
+        resp_acc = Signal(3)
+        addr = hdr[:16]
+        hdr_len = Signal(range(7))
+        m.d.comb += hdr_len.eq(Array(Const(HEADER_BYTES.get(c, 0), 3) for c in range(8))[
+            cmd[:3]])
+
+        bus = self.axil
+        axi_cnt = Signal(range(self.axi_timeout + 1))
+        aw_done, w_done = Signal(), Signal()
+        m.d.comb += [bus.wstrb.eq(0xF), bus.awaddr.eq(addr), bus.araddr.eq(addr)]
+
+        waiting_rx = Signal()  # the parser is waiting for a byte of a command
+        if self.idle_timeout is not None:
+            # counts down; `expired` is registered so the counter stays off the FSM's paths
+            idle = Signal(range(self.idle_timeout + 1), init=self.idle_timeout)
+            expired = Signal()
+            timed_out = Signal()
+            with m.If(~waiting_rx | got):
+                m.d.sync += [idle.eq(self.idle_timeout), expired.eq(0)]
+            with m.Elif(idle != 0):
+                m.d.sync += [idle.eq(idle - 1), expired.eq(idle == 1)]
+            m.d.comb += timed_out.eq(waiting_rx & expired)
+        else:
+            timed_out = Const(0, 1)
+
+        def respond(tag: int, *payload: object) -> None:
+            parts = [Const(tag, 8), *payload]
+            m.d.sync += [resp_data.eq(Cat(*parts)), resp_len.eq(
+                sum(len(p) for p in parts) // 8)]
+
+        def axi_wait() -> None:
+            """Count down the AXI timeout; on expiry abandon the access."""
+            m.d.sync += axi_cnt.eq(axi_cnt + 1)
+
+        ib = 8 * self.in_bytes
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += rxq.o.ready.eq(1)
+                with m.If(got):
+                    m.d.sync += [cmd.eq(byte), hdr_idx.eq(0)]
+                    with m.If(byte == CMD_NOP):
+                        pass
+                    with m.Elif(byte == CMD_INFO):
+                        m.next = "INFO"
+                    with m.Elif(byte <= CMD_STREAM_IN):
+                        m.next = "HEADER"
+                    with m.Else():
+                        m.d.comb += err_set[2].eq(1)
+            with m.State("HEADER"):
+                m.d.comb += [rxq.o.ready.eq(1), waiting_rx.eq(1)]
+                with m.If(timed_out):
+                    m.d.comb += err_set[3].eq(1)
+                    m.next = "IDLE"
+                with m.Elif(got):
+                    m.d.sync += [hdr.word_select(hdr_idx, 8).eq(byte), hdr_idx.eq(hdr_idx + 1)]
+                    with m.If(hdr_idx == hdr_len - 1):
+                        m.next = "DISPATCH"
+            with m.State("DISPATCH"):
+                m.d.sync += [axi_cnt.eq(0), aw_done.eq(0), w_done.eq(0), word_idx.eq(0),
+                             resp_acc.eq(0)]
+                with m.If(cmd == CMD_READ):
+                    m.next = "READ_AR"
+                with m.Elif(cmd == CMD_WRITE):
+                    m.d.sync += word.eq(hdr[16:48])
+                    m.next = "WRITE_AW"
+                with m.Elif(cmd == CMD_WRITE_BURST):
+                    m.d.sync += count.eq(hdr[16:32])
+                    m.next = "BURST_NEXT"
+                with m.Else():  # STREAM_IN
+                    m.d.sync += count.eq(hdr[:16])
+                    m.next = "STREAM_NEXT"
+            with m.State("INFO"):
+                respond(RSP_INFO, Const(INFO_MAGIC[0], 8), Const(INFO_MAGIC[1], 8),
+                        Const(PROTOCOL_VERSION, 8), Cat(errors, Const(0, 3)),
+                        Const(self.in_bytes, 8), Const(self.out_bytes, 8),
+                        Const(self.divisor, 16))
+                m.d.comb += clear_errors.eq(1)
+                m.next = "RESPOND"
+            # -- single read --
+            with m.State("READ_AR"):
+                m.d.comb += bus.arvalid.eq(1)
+                axi_wait()
+                with m.If(bus.arready):
+                    m.d.sync += axi_cnt.eq(0)
+                    m.next = "READ_R"
+                with m.Elif(axi_cnt == self.axi_timeout):
+                    m.d.comb += err_set[4].eq(1)
+                    respond(RSP_READ, Const(RESP_TIMEOUT, 8), Const(0, 32))
+                    m.next = "RESPOND"
+            with m.State("READ_R"):
+                m.d.comb += bus.rready.eq(1)
+                axi_wait()
+                with m.If(bus.rvalid):
+                    respond(RSP_READ, Cat(bus.rresp, Const(0, 6)), bus.rdata)
+                    m.next = "RESPOND"
+                with m.Elif(axi_cnt == self.axi_timeout):
+                    m.d.comb += err_set[4].eq(1)
+                    respond(RSP_READ, Const(RESP_TIMEOUT, 8), Const(0, 32))
+                    m.next = "RESPOND"
+            # -- writes (single, and each word of a burst) --
+            with m.State("WRITE_AW"):
+                m.d.comb += [bus.awvalid.eq(~aw_done), bus.wvalid.eq(~w_done),
+                             bus.wdata.eq(word[:32])]
+                axi_wait()
+                aw = aw_done | bus.awready
+                w = w_done | bus.wready
+                m.d.sync += [aw_done.eq(aw), w_done.eq(w)]
+                with m.If(aw & w):
+                    m.d.sync += axi_cnt.eq(0)
+                    m.next = "WRITE_B"
+                with m.Elif(axi_cnt == self.axi_timeout):
+                    m.d.comb += err_set[4].eq(1)
+                    m.d.sync += resp_acc.eq(Mux(resp_acc == 0, RESP_TIMEOUT, resp_acc))
+                    m.next = "WRITE_DONE"
+            with m.State("WRITE_B"):
+                m.d.comb += bus.bready.eq(1)
+                axi_wait()
+                with m.If(bus.bvalid):
+                    with m.If(resp_acc == 0):
+                        m.d.sync += resp_acc.eq(bus.bresp)
+                    m.next = "WRITE_DONE"
+                with m.Elif(axi_cnt == self.axi_timeout):
+                    m.d.comb += err_set[4].eq(1)
+                    m.d.sync += resp_acc.eq(Mux(resp_acc == 0, RESP_TIMEOUT, resp_acc))
+                    m.next = "WRITE_DONE"
+            with m.State("WRITE_DONE"):
+                m.d.sync += [axi_cnt.eq(0), aw_done.eq(0), w_done.eq(0), word_idx.eq(0)]
+                with m.If(cmd == CMD_WRITE):
+                    respond(RSP_WRITE, Cat(resp_acc, Const(0, 5)))
+                    m.next = "RESPOND"
+                with m.Else():
+                    m.next = "BURST_NEXT"
+            with m.State("BURST_NEXT"):
+                with m.If(count == 0):
+                    respond(RSP_WRITE_BURST, Cat(resp_acc, Const(0, 5)))
+                    m.next = "RESPOND"
+                with m.Else():
+                    m.d.sync += count.eq(count - 1)
+                    m.next = "BURST_DATA"
+            with m.State("BURST_DATA"):
+                m.d.comb += [rxq.o.ready.eq(1), waiting_rx.eq(1)]
+                with m.If(timed_out):
+                    m.d.comb += err_set[3].eq(1)
+                    m.next = "IDLE"
+                with m.Elif(got):
+                    m.d.sync += [word.word_select(word_idx, 8).eq(byte),
+                                 word_idx.eq(word_idx + 1)]
+                    with m.If(word_idx == 3):
+                        m.next = "WRITE_AW"
+            # -- stream in --
+            with m.State("STREAM_NEXT"):
+                m.d.sync += word_idx.eq(0)
+                with m.If(count == 0):
+                    m.next = "IDLE"
+                with m.Else():
+                    m.d.sync += count.eq(count - 1)
+                    m.next = "STREAM_DATA"
+            with m.State("STREAM_DATA"):
+                m.d.comb += [rxq.o.ready.eq(1), waiting_rx.eq(1)]
+                with m.If(timed_out):
+                    m.d.comb += err_set[3].eq(1)
+                    m.next = "IDLE"
+                with m.Elif(got):
+                    m.d.sync += [word.word_select(word_idx, 8).eq(byte),
+                                 word_idx.eq(word_idx + 1)]
+                    with m.If(word_idx == self.in_bytes - 1):
+                        m.next = "STREAM_PUSH"
+            with m.State("STREAM_PUSH"):
+                last = (count == 0) & hdr[16]
+                m.d.comb += [self.s_axis.valid.eq(1),
+                             self.s_axis.payload.eq(Cat(word[:ib], last))]
+                with m.If(self.s_axis.ready):
+                    m.next = "STREAM_NEXT"
+            # -- hand the response to the transmitter --
+            with m.State("RESPOND"):
+                m.d.comb += resp_valid.eq(1)
+                with m.If(resp_taken):
+                    m.next = "IDLE"
+        return m
+
+
+# ---- behavioural model -------------------------------------------------------------------
+
+@dataclass
+class UartBridgeModel:
+    """What the bridge does with a host's bytes, at the byte level.
+
+    ``read(addr) -> (data, resp)`` and ``write(addr, data) -> resp`` stand for the
+    AXI4-Lite slave; ``s_axis`` collects the beats sent to the accelerator as
+    ``(data, last)``; :meth:`output` turns ``m_axis`` beats into packets.  :meth:`feed`
+    returns the bytes the bridge answers (responses only; output packets come from
+    :meth:`output`, interleaved at packet boundaries by the hardware)."""
+
+    in_bytes: int
+    out_bytes: int
+    read: Callable[[int], tuple[int, int]]
+    write: Callable[[int, int], int]
+    divisor: int = 8
+    s_axis: list[tuple[int, int]] = field(default_factory=list)
+    errors: int = 0
+    _buf: bytearray = field(default_factory=bytearray)
+
+    def feed(self, data: bytes) -> bytes:
+        self._buf += data
+        out = bytearray()
+        while self._buf:
+            used, resp = self._one(bytes(self._buf))
+            if used == 0:
+                break  # an incomplete command: wait for more bytes
+            del self._buf[:used]
+            out += resp
+        return bytes(out)
+
+    def _one(self, b: bytes) -> tuple[int, bytes]:
+        c = b[0]
+        if c > CMD_STREAM_IN:
+            self.errors |= ERR_BAD_COMMAND
+            return 1, b""
+        n = 1 + HEADER_BYTES[c]
+        if len(b) < n:
+            return 0, b""
+        h = b[1:n]
+        if c == CMD_NOP:
+            return 1, b""
+        if c == CMD_INFO:
+            r = bytes([RSP_INFO, *INFO_MAGIC, PROTOCOL_VERSION, self.errors, self.in_bytes,
+                       self.out_bytes]) + self.divisor.to_bytes(2, "little")
+            self.errors = 0
+            return 1, r
+        if c == CMD_READ:
+            data, resp = self.read(int.from_bytes(h[:2], "little"))
+            return n, bytes([RSP_READ, resp]) + (data & 0xFFFFFFFF).to_bytes(4, "little")
+        if c == CMD_WRITE:
+            resp = self.write(int.from_bytes(h[:2], "little"), int.from_bytes(h[2:6], "little"))
+            return n, bytes([RSP_WRITE, resp])
+        if c == CMD_WRITE_BURST:
+            count = int.from_bytes(h[2:4], "little")
+            if len(b) < n + 4 * count:
+                return 0, b""
+            first = 0
+            for k in range(count):
+                w = int.from_bytes(b[n + 4 * k:n + 4 * k + 4], "little")
+                r = self.write(int.from_bytes(h[:2], "little"), w)
+                first = first or r
+            return n + 4 * count, bytes([RSP_WRITE_BURST, first])
+        count = int.from_bytes(h[:2], "little")
+        if len(b) < n + self.in_bytes * count:
+            return 0, b""
+        for k in range(count):
+            beat = b[n + k * self.in_bytes:n + (k + 1) * self.in_bytes]
+            self.s_axis.append((int.from_bytes(beat, "little"),
+                                int(k == count - 1 and bool(h[2] & 1))))
+        return n + self.in_bytes * count, b""
+
+    def output(self, beats: Sequence[tuple[int, int]]) -> bytes:
+        """Packets of ``m_axis`` beats ``(data, last)``."""
+        out = bytearray()
+        for data, last in beats:
+            out.append(PKT_BEAT_LAST if last else PKT_BEAT)
+            out += int(data).to_bytes(self.out_bytes, "little")
+        return bytes(out)

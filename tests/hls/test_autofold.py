@@ -1,0 +1,158 @@
+"""Automatic folding for a device: the budget is respected, the pipeline balanced and as
+fast as the budget allows, overrides and a throughput target are honoured, and a design
+that cannot fit says which resource, by how much, and what would fit.  The block-RAM
+and multiplier model is checked against counts Yosys reported for the calibration
+designs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fluid_hw.boards import get_device
+from fluid_hw.hls.autofold import (
+    CALIBRATION,
+    AutoFoldError,
+    autofold,
+    bridge_estimate,
+    device_estimate,
+    fold_units,
+    refold,
+    specs_from_design,
+)
+from fluid_hw.hls.folding import FoldingError
+from fluid_hw.hls.stages import ConvStage, MaxPoolStage, MVAUStage
+from fluid_hw.rtl import AcceleratorTop
+
+ECP5_85 = get_device("LFE5U-85F")
+UP5K = get_device("iCE40UP5K")
+
+
+def mlp(dims, mode="const"):
+    rng = np.random.default_rng(0)
+    out = []
+    for i in range(len(dims) - 1):
+        mw, mh = dims[i], dims[i + 1]
+        arr = {} if mode == "runtime" else dict(
+            weights=rng.integers(-127, 128, (mh, mw)), bias=rng.integers(-500, 500, mh),
+            multiplier=rng.integers(1, 2**15, mh), shift=rng.integers(10, 20, mh))
+        out.append(MVAUStage(f"fc_{i}", mw, mh, relu=i < len(dims) - 2, weights_mode=mode,
+                             **arr))
+    return out
+
+
+DIGITS = mlp([64, 128, 64, 10])
+
+
+def test_digits_mlp_on_the_85f_fits_balanced_and_as_fast_as_the_budget_allows():
+    a = autofold(DIGITS, ECP5_85)
+    assert a.folding == {"fc_0": (1, 32), "fc_1": (1, 32), "fc_2": (1, 4)}
+    for r in ("dsp", "lut", "bram"):
+        assert a.resources[r] <= a.limits[r] == int(0.85 * ECP5_85.resources[r])
+    assert a.initiation_interval == 256 and a.bottleneck in ("fc_0", "fc_1")
+    # balanced: no layer could use fewer multipliers and still keep up
+    for u in fold_units(DIGITS):
+        chosen = u.option(*a.folding[u.name])
+        assert chosen.ii <= a.initiation_interval
+        assert not [o for o in u.options if o.ii <= a.initiation_interval and o.macs <
+                    chosen.macs]
+    # as fast as the budget allows: the next faster pipeline does not fit
+    with pytest.raises(AutoFoldError, match=r"no folding reaches .* the fastest that fits is "
+                                            r"fc_0=1x32,fc_1=1x32,fc_2=1x4"):
+        autofold(DIGITS, ECP5_85, target_fps=a.throughput_per_s * 1.5)
+    # a bigger budget is faster
+    assert autofold(DIGITS, ECP5_85, fraction=1.0).initiation_interval <= 256
+
+
+def test_target_fps_picks_the_cheapest_folding_that_reaches_it():
+    a = autofold(DIGITS, ECP5_85, target_fps=100_000, clock_mhz=100)
+    assert a.throughput_per_s >= 100_000 and a.initiation_interval <= 1000
+    fast = autofold(DIGITS, ECP5_85)
+    assert a.resources["dsp"] < fast.resources["dsp"]
+    with pytest.raises(AutoFoldError, match="target_fps must be positive"):
+        autofold(DIGITS, ECP5_85, target_fps=0)
+
+
+def test_overrides_are_kept_and_checked():
+    a = autofold(DIGITS, ECP5_85, overrides={"fc_2": (2, 2)})
+    assert a.folding["fc_2"] == (2, 2) and a.overrides == {"fc_2": (2, 2)}
+    with pytest.raises(FoldingError, match=r"PE=3 must divide its 128 outputs; valid PE: 1, 2"):
+        autofold(DIGITS, ECP5_85, overrides={"fc_0": (3, 1)})
+    with pytest.raises(FoldingError, match=r"layer 'fc_9'.*its layers: fc_0, fc_1, fc_2"):
+        autofold(DIGITS, ECP5_85, overrides={"fc_9": (1, 1)})
+    with pytest.raises(AutoFoldError, match=r"does not fit LFE5U-85F with fc_0=8x64: "
+                                            r"multipliers: needs \d+, budget 132 of 156 \(\d+ "
+                                            r"over\).*Without the --fold overrides this fits: "
+                                            r"--fold fc_0=1x32,fc_1=1x32,fc_2=1x4"):
+        autofold(DIGITS, ECP5_85, overrides={"fc_0": (8, 64)})
+
+
+def test_what_does_not_fit_the_up5k_says_why_and_what_would():
+    small = autofold(mlp([64, 32, 10]), UP5K, clock_mhz=30)
+    assert small.folding == {"fc_0": (1, 1), "fc_1": (1, 1)}
+    assert small.resources["dsp"] == 6 <= small.limits["dsp"]
+    with pytest.raises(AutoFoldError) as e:
+        autofold(DIGITS, UP5K)
+    msg = str(e.value)
+    assert "does not fit iCE40UP5K even at the slowest folding" in msg
+    assert "multipliers: needs 9, budget 6 of 8 (3 over)" in msg
+    assert "block RAMs: needs" in msg and "SPRAM" in msg and "--weights runtime" in msg
+
+
+def test_conv_stages_fold_with_their_pools():
+    rng = np.random.default_rng(1)
+    conv = ConvStage("conv", (1, 8, 8), 8, kernel=3, padding=1, relu=True,
+                     weights=rng.integers(-9, 9, (8, 1, 3, 3)), bias=np.zeros(8, int),
+                     multiplier=np.ones(8, int), shift=np.zeros(8, int))
+    pool = MaxPoolStage("pool", (8, 8, 8), kernel=2)
+    fc = MVAUStage("fc", 128, 10, weights=rng.integers(-9, 9, (10, 128)),
+                   multiplier=np.ones(10, int), shift=np.zeros(10, int))
+    a = autofold([conv, pool, fc], get_device("LFE5U-25F"))
+    assert set(a.folding) == {"conv", "fc"}
+    assert a.resources["dsp"] <= a.limits["dsp"]
+
+
+def test_device_estimate_from_a_design_description():
+    specs = [refold(s, *f) for s, f in zip(DIGITS, [(1, 32), (1, 32), (1, 4)])]
+    top = AcceleratorTop(specs)
+    top._MustUse__used = True
+    again = specs_from_design(top.describe()["stages"])
+    assert [s.structure() for s in again] == [s.structure() for s in specs]
+    for fam in ("ecp5", "ice40"):
+        assert device_estimate(again, fam) == device_estimate(specs, fam)
+    bridge = bridge_estimate("ecp5", 32, 1)   # 32-byte input beats (SIMD 32), int8 out
+    assert bridge.lut > CALIBRATION["ecp5"].bridge.lut
+    assert device_estimate(specs, "ecp5", board_top=False)["lut"] + bridge.lut == \
+        device_estimate(specs, "ecp5")["lut"]
+    with pytest.raises(AutoFoldError, match="no resource model for the family 'xilinx'"):
+        device_estimate(specs, "xilinx")
+    with pytest.raises(AutoFoldError, match="unknown kind 'lstm'"):
+        specs_from_design([{"name": "x", "kind": "lstm"}])
+
+
+# Yosys (synth_ecp5 / synth_ice40 -dsp) on each calibration design synthesised alone:
+# (DP16KD+PDPW16KD | SB_RAM40_4K, MULT18X18D | SB_MAC16), recorded by
+# `python -m fluid_hw.backends.fpga.bitstream calibrate`.
+YOSYS_COUNTS = {
+    ("ecp5", "mlp_64_128_64_10"): (19, 74), ("ice40", "mlp_64_128_64_10"): (57, 74),
+    ("ecp5", "mlp_64_128_64_10_1x1"): (12, 9), ("ice40", "mlp_64_128_64_10_1x1"): (41, 9),
+    ("ecp5", "mlp_64_128_64_10_2x16"): (17, 76), ("ice40", "mlp_64_128_64_10_2x16"): (52, 76),
+    ("ecp5", "mlp_64_32_10_1x1"): (2, 6), ("ice40", "mlp_64_32_10_1x1"): (7, 6),
+    ("ecp5", "mlp_64_32_10_4x8"): (8, 52), ("ice40", "mlp_64_32_10_4x8"): (22, 52),
+    ("ecp5", "mlp_32_16_10"): (1, 7), ("ice40", "mlp_32_16_10"): (4, 7),
+    ("ecp5", "fc_128_10_wide"): (29, 130), ("ice40", "fc_128_10_wide"): (65, 130),
+    ("ecp5", "mlp_16_64_16_pe"): (0, 56), ("ice40", "mlp_16_64_16_pe"): (3, 56),
+    ("ecp5", "fc_8_8"): (0, 3), ("ice40", "fc_8_8"): (1, 3),
+    ("ecp5", "mlp_runtime_16"): (0, 48), ("ice40", "mlp_runtime_16"): (24, 48),
+    ("ecp5", "mlp_runtime_64_32_10"): (3, 16), ("ice40", "mlp_runtime_64_32_10"): (20, 16),
+    ("ecp5", "conv_pool_fc"): (5, 30), ("ice40", "conv_pool_fc"): (17, 30),
+}
+
+
+@pytest.mark.parametrize("family,design", sorted(YOSYS_COUNTS))
+def test_block_ram_and_multiplier_model_matches_yosys(family, design):
+    from fluid_hw.backends.fpga.bitstream import calibration_designs
+
+    specs = calibration_designs()[design]
+    e = device_estimate(specs, family, board_top=False)
+    assert (e["bram"], e["dsp"]) == YOSYS_COUNTS[family, design]
