@@ -105,6 +105,34 @@ class FeedTarget:
         return FeedTarget(var.name, dt, tuple(var.shape), var.lod_level)
 
 
+def resolve_targets(program: Program, feed_names: Sequence[str],
+                    fetch_names: Sequence[str]) -> tuple[list[FeedTarget], list[bool]]:
+    """Verify ``program`` and look up what is fed and fetched: every back end's first
+    step of preparing a run.  Returns the feed targets and, per fetch target, whether
+    it is persistable (its value must be copied out, not lent)."""
+    try:
+        verify_program(program)
+    except FluidError as e:
+        raise ExecutionError(f"program cannot run: {e}") from None
+    gb = program.global_block()
+    feeds = []
+    for n in feed_names:
+        v = gb._find_var_recursive(n)
+        if v is None:
+            data = [v.name for v in gb.vars.values() if not v.persistable][:20]
+            raise FeedError(f"feed {n!r} is not a variable of the program; "
+                            f"its non-persistable variables are: {', '.join(data)}")
+        feeds.append(FeedTarget.of(v))
+    persist = []
+    for n in fetch_names:
+        v = gb._find_var_recursive(n)
+        if v is None:
+            raise FetchError(f"fetch target {n!r} is not a variable of the program's "
+                             "global block")
+        persist.append(v.persistable)
+    return feeds, persist
+
+
 @dataclass
 class _Prepared:
     source: Program
@@ -169,26 +197,8 @@ class Executor:
         hit = self._cache.get(key)
         if hit is not None and hit.source is program and hit.version == program._version:
             return hit
-        try:
-            verify_program(program)
-        except FluidError as e:
-            raise ExecutionError(f"program cannot run: {e}") from None
+        feed_vars, persist = resolve_targets(program, feed_names, fetch_names)
         gb = program.global_block()
-        feed_vars = []
-        for n in feed_names:
-            v = gb._find_var_recursive(n)
-            if v is None:
-                data = [v.name for v in gb.vars.values() if not v.persistable][:20]
-                raise FeedError(f"feed {n!r} is not a variable of the program; "
-                                f"its non-persistable variables are: {', '.join(data)}")
-            feed_vars.append(FeedTarget.of(v))
-        persist = []
-        for n in fetch_names:
-            v = gb._find_var_recursive(n)
-            if v is None:
-                raise FetchError(f"fetch target {n!r} is not a variable of the program's "
-                                 "global block")
-            persist.append(v.persistable)
         run_prog = _with_feed_fetch(program, list(feed_names), list(fetch_names),
                                     feed_var_name, fetch_var_name)
         arrays = [v.name for v in gb.vars.values()

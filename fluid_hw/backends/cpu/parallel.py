@@ -55,18 +55,18 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ...errors import ExecutionError, FeedError, FetchError, FluidError
+from ...errors import ExecutionError, FeedError, FetchError
 from ...ir.grad import grad_var_name
 from ...ir.lod import LoDTensor
 from ...ir.program import Block, Program
 from ...ir.scope import Scope, global_scope
-from ...ir.verifier import verify_program
 from .executor import (
     FeedTarget,
     PreparedBlock,
     _check_feed,
     _target_name,
     prepare_block,
+    resolve_targets,
     run_prepared_block,
 )
 from .place import CPUPlace
@@ -412,21 +412,8 @@ class CompiledProgram:
         if plan is not None and plan.version == prog._version and \
                 plan.executor_id == id(executor):
             return plan
-        try:
-            verify_program(prog)
-        except FluidError as e:
-            raise ExecutionError(f"program cannot run: {e}") from None
+        feed, _ = resolve_targets(prog, feed_names, fetch_names)
         gb = prog.global_block()
-        feed = []
-        for n in feed_names:
-            v = gb._find_var_recursive(n)
-            if v is None:
-                raise FeedError(f"feed {n!r} is not a variable of the program")
-            feed.append(FeedTarget.of(v))
-        for n in fetch_names:
-            if gb._find_var_recursive(n) is None:
-                raise FetchError(f"fetch target {n!r} is not a variable of the program's "
-                                 "global block")
         n_places = len(self._devices)
         grads = _param_grads(gb) if self._loss_name is not None else {}
         if not grads and any(op.attr("op_role") == "optimize" for op in gb.ops

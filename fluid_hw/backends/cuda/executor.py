@@ -24,13 +24,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import ExecutionError, FeedError, FetchError, FluidError
+from ...errors import ExecutionError, FetchError
 from ...ir.default_programs import default_main_program
 from ...ir.lod import LoDTensor
 from ...ir.program import Block, Program
 from ...ir.scope import Scope, global_scope
-from ...ir.verifier import verify_program
-from ..cpu.executor import Executor, FeedTarget, _check_feed, _target_name, _with_feed_fetch
+from ..cpu.executor import (
+    Executor,
+    FeedTarget,
+    _check_feed,
+    _target_name,
+    _with_feed_fetch,
+    resolve_targets,
+)
 from ..cpu.place import CUDAPlace
 from .kernels import to_device_value, to_host_value
 from .plan import DevicePlan, plan_ops, run_plan
@@ -112,21 +118,7 @@ class CUDAExecutor(Executor):
         hit = self._prepared.get(key)
         if hit is not None and hit.source is program and hit.version == program._version:
             return hit
-        try:
-            verify_program(program)
-        except FluidError as e:
-            raise ExecutionError(f"program cannot run: {e}") from None
-        gb = program.global_block()
-        feed = []
-        for n in feed_names:
-            v = gb._find_var_recursive(n)
-            if v is None:
-                raise FeedError(f"feed {n!r} is not a variable of the program")
-            feed.append(FeedTarget.of(v))
-        for n in fetch_names:
-            if gb._find_var_recursive(n) is None:
-                raise FetchError(f"fetch target {n!r} is not a variable of the program's "
-                                 "global block")
+        feed, _ = resolve_targets(program, feed_names, fetch_names)
         # the CPU executor's program (feed ops in front: the same op indices, so seeded
         # random ops draw the same numbers); feeding and fetching are done here
         run_prog = _with_feed_fetch(program, list(feed_names), list(fetch_names), "feed",
