@@ -103,15 +103,22 @@ def check_grad(case: GradCase) -> None:
     def f(values: dict[str, np.ndarray]) -> float:
         return float(_run(forward, {**feed, **values}, [loss.name])[0].reshape(()))
 
-    for name, got in zip(float_inputs, analytic):
-        x = feed[name].astype(np.float64)
+    compare_with_central_differences(case, {n: feed[n] for n in float_inputs}, analytic, f)
+
+
+def compare_with_central_differences(case, inputs: dict[str, np.ndarray],
+                                     analytic: list[np.ndarray], loss_of) -> None:
+    """Assert each analytic gradient equals central differences of ``loss_of({name:
+    perturbed array})`` element by element (``case`` gives eps and tolerances)."""
+    for (name, arr), got in zip(inputs.items(), analytic):
+        x = arr.astype(np.float64)
         num = np.zeros_like(x)
         for idx in np.ndindex(x.shape):
             hi, lo = x.copy(), x.copy()
             hi[idx] += case.eps
             lo[idx] -= case.eps
-            num[idx] = (f({name: hi.astype(feed[name].dtype)})
-                        - f({name: lo.astype(feed[name].dtype)})) / (2 * case.eps)
+            num[idx] = (loss_of({name: hi.astype(arr.dtype)})
+                        - loss_of({name: lo.astype(arr.dtype)})) / (2 * case.eps)
         assert got.shape == x.shape, f"{case}: grad of {name} has shape {got.shape}"
         np.testing.assert_allclose(got, num, rtol=case.rtol, atol=case.atol,
                                    err_msg=f"{case}: gradient of input {name}")

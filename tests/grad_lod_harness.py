@@ -23,7 +23,7 @@ import numpy as np
 import fluid_hw as fluid
 from fluid_hw.frontend.backward import gradients
 from fluid_hw.ir import get_op
-from tests.grad_harness import GradCase
+from tests.grad_harness import GradCase, compare_with_central_differences
 
 Feed = dict[str, Any]
 
@@ -50,18 +50,7 @@ def _numeric_check(case: Any, prog: fluid.Program, forward: fluid.Program, feed:
             f[n] = fluid.create_lod_tensor(a, lods[n]) if n in lods else a
         return float(np.asarray(_run(forward, f, [loss])[0]).reshape(()))
 
-    for name, got in zip(names, analytic):
-        x = arrays[name].astype(np.float64)
-        num = np.zeros_like(x)
-        for idx in np.ndindex(x.shape):
-            hi, lo = x.copy(), x.copy()
-            hi[idx] += case.eps
-            lo[idx] -= case.eps
-            num[idx] = (value({name: hi.astype(arrays[name].dtype)})
-                        - value({name: lo.astype(arrays[name].dtype)})) / (2 * case.eps)
-        assert got.shape == x.shape, f"{case}: grad of {name} has shape {got.shape}"
-        np.testing.assert_allclose(got, num, rtol=case.rtol, atol=case.atol,
-                                   err_msg=f"{case}: gradient of input {name}")
+    compare_with_central_differences(case, {n: arrays[n] for n in names}, analytic, value)
 
 
 def _weighted_loss(b: fluid.Block, outs: list[str], shapes: dict[str, tuple[int, ...]],
