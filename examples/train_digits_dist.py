@@ -23,7 +23,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -35,7 +35,17 @@ from fluid_hw.frontend import models
 from fluid_hw.transpiler import DistributeTranspiler, DistributeTranspilerConfig
 
 
-def make_optimizer(name: str, lr: float) -> object:
+def make_optimizer(name: str, lr: float, decay_steps: int) -> Callable[[], object]:
+    """A factory the model calls inside its program guard (where the schedule's ops go)."""
+    def build() -> object:
+        rate: object = lr
+        if decay_steps:
+            rate = fluid.layers.polynomial_decay(lr, decay_steps, end_learning_rate=lr / 10)
+        return _optimizer(name, rate)
+    return build
+
+
+def _optimizer(name: str, lr: object) -> object:
     if name == "adam":
         return fluid.optimizer.Adam(learning_rate=lr)
     if name == "momentum":
@@ -60,6 +70,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--optimizer", choices=["adam", "momentum", "sgd"], default="momentum",
                     help="momentum (0.9, default), adam or sgd")
     ap.add_argument("--lr", type=float, default=0.1, help="learning rate (default 0.1)")
+    ap.add_argument("--lr-decay-steps", type=int, default=0, metavar="N",
+                    help="decay the learning rate linearly to lr/10 over N optimizer "
+                    "updates (default 0: constant); in async mode every trainer's "
+                    "gradient is one update, so use steps x trainers there")
     ap.add_argument("--save-params", metavar="DIR", help="save the trained parameters here")
     ap.add_argument("--min-block-size", type=int, default=1024,
                     help="smallest parameter block sent to one server (default 1024 "
@@ -74,7 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     role = ClusterRole.from_env()
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
-    m = models.digits_mlp(seed=args.seed, optimizer=make_optimizer(args.optimizer, args.lr))
+    opt = make_optimizer(args.optimizer, args.lr, args.lr_decay_steps)
+    m = models.digits_mlp(seed=args.seed, optimizer=opt)
     exe = fluid.Executor()
     scope = fluid.Scope()
     say = print

@@ -2,7 +2,9 @@
 
 Each builder returns a :class:`Model`: its main and startup programs, the
 input/label variables, the prediction, the loss and the accuracy.  With
-``optimizer=...`` the main program also trains (``optimizer.minimize(loss)``);
+``optimizer=...`` the main program also trains (``optimizer.minimize(loss)``); a
+zero-argument factory is called inside the model's program guard, so that the
+optimizer can build its learning-rate schedule (``layers.exponential_decay`` ...) there;
 ``model.test_program`` is the inference clone taken before the backward pass.
 """
 
@@ -40,6 +42,8 @@ def _finish(main: Program, startup: Program, image: Variable, label: Variable,
     acc = layers.accuracy(prob, label)
     test_program = main.clone(for_test=True)
     if optimizer is not None:
+        if not hasattr(optimizer, "minimize") and callable(optimizer):
+            optimizer = optimizer()
         optimizer.minimize(loss)
     return Model(main, startup, test_program, image, label, prob, loss, acc)
 
