@@ -294,7 +294,7 @@ def _ulx3s(size: str) -> Board:
         }),
         programmer_args=("-b", "ulx3s"),
         description=f"Radiona ULX3S with {dev.name}, 25 MHz oscillator, FT231X USB-serial",
-        aliases=(dev.name.lower(),),
+        aliases=(dev.name.lower(), f"ecp5-{size}f"),
     )
 
 

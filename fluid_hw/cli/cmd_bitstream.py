@@ -26,9 +26,22 @@ def _run(args: argparse.Namespace) -> int:
     keys = bitstream(args.build_dir, board=args.board, clock_mhz=args.clock_mhz,
                      baud=args.baud or DEFAULT_BAUD, seed=args.seed, placer=args.placer,
                      check_resources=not args.no_budget_check, timeout_s=args.timeout)
+    print_bitstream(args.build_dir, keys)
+    if not args.no_html:
+        print(f"  report: {write_report_html(args.build_dir)}")
+    met = keys.get("timing_met")
+    if args.require_timing and not met:
+        raise FluidError(f"timing not met: Fmax {keys.get('fmax_mhz')} MHz < "
+                         f"{keys['bitstream']['clock_mhz']:.2f} MHz; lower --clock-mhz, or "
+                         "register the critical path above (nextpnr.log in the build folder)")
+    return 0
+
+
+def print_bitstream(build_dir: str, keys: dict[str, Any]) -> None:
+    """What the bitstream step measured, as a few lines."""
     info = keys["bitstream"]
     fmax, met = keys.get("fmax_mhz"), keys.get("timing_met")
-    print(f"bitstream: {args.build_dir}/{info['file']} for {info['board']} ({info['device']})")
+    print(f"bitstream: {build_dir}/{info['file']} for {info['board']} ({info['device']})")
     print(f"  clock {info['clock_mhz']:.3f} MHz, Fmax {fmax} MHz: timing "
           f"{'met' if met else 'NOT MET'}")
     cp = keys.get("critical_path") or {}
@@ -46,13 +59,6 @@ def _run(args: argparse.Namespace) -> int:
     uart = info.get("uart") or {}
     print(f"  UART bridge: {uart.get('baud', 0):.0f} baud; tools: " + ", ".join(
         f"{k} {v:.1f} s" for k, v in (info.get("seconds") or {}).items()))
-    if not args.no_html:
-        print(f"  report: {write_report_html(args.build_dir)}")
-    if args.require_timing and not met:
-        raise FluidError(f"timing not met: Fmax {fmax} MHz < {info['clock_mhz']:.2f} MHz; "
-                         "lower --clock-mhz, or register the critical path above "
-                         "(nextpnr.log in the build folder)")
-    return 0
 
 
 def register(sub: Any) -> None:

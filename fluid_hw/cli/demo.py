@@ -81,6 +81,10 @@ def _summary(acc: float, acc_q: float, r: dict) -> str:
         ("initiation interval, latency (cycles)",
          f"{_num(meas.get('initiation_interval'))}, {_num(meas.get('latency_cycles'))}"),
     ]
+    fold = ", ".join(f"{k} {v['pe']}x{v['simd']}" for k, v in r.get("folding", {}).items())
+    auto = r.get("autofold")
+    rows.append(("folding (PE x SIMD)" + (f", automatic within {round(100 * auto['fraction'])} % "
+                                         f"of {auto['device']}" if auto else ""), fold))
     if "fmax_mhz" in r:
         rows.append(("Fmax (timing met at the target clock?)",
                      f"{r['fmax_mhz']:.1f} MHz ({r.get('timing_met')})"))
@@ -94,6 +98,14 @@ def _summary(acc: float, acc_q: float, r: dict) -> str:
         rows.append(("latency / throughput at Fmax" if "fmax_mhz" in r else
                      f"latency / throughput at {r.get('clock_mhz')} MHz",
                      f"{r['latency_us']:.2f} us / {r.get('throughput_per_s', 0):,.0f} per s"))
+    goals = (r.get("bitstream") or {}).get("goals")
+    if goals and goals.get("throughput_vs_multiplier_bound") is not None:
+        rows.append(("goals: throughput >= 50 % of multiplier bound, latency < 4 us",
+                     f"{100 * goals['throughput_vs_multiplier_bound']:.0f} % of "
+                     f"{goals['multiplier_bound_per_s']:,.0f}/s "
+                     f"({'met' if goals['throughput_goal_met'] else 'NOT met'}); "
+                     f"{r['latency_us']:.2f} us "
+                     f"({'met' if goals['latency_goal_met'] else 'NOT met'})"))
     used = r.get("resources_used") or est.get("resources", {})
     avail = r.get("resources_available", {})
     res = ", ".join(f"{k} {v}" + (f"/{avail[k]}" if k in avail else "")
@@ -103,8 +115,10 @@ def _summary(acc: float, acc_q: float, r: dict) -> str:
     return "\n".join(f"  {k:{w}s}  {v}" for k, v in rows)
 
 
-def run_demo(out_dir: str, epochs: int = 30, target: str = "sim",
-             board: str | None = "ulx3s-85f") -> int:
+def run_demo(out_dir: str, epochs: int = 30, board: str | None = "ulx3s-85f") -> int:
+    """The flow; with a ``board`` the model is compiled for it (automatic folding for
+    its device) and its bitstream built, without one for the ``sim`` target."""
+    target = board or "sim"
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     xtr, xte, ytr, yte = load_digits_split()
@@ -147,6 +161,11 @@ def run_demo(out_dir: str, epochs: int = 30, target: str = "sim",
     build = out / "build"
     st = compile_model(qdir, build, target=target)
     print(f"  stages: {', '.join(s.name for s in st.lowered.stages)}")
+    if st.autofold is not None:
+        a = st.autofold
+        print(f"  folded automatically for {a.device} within {round(100 * a.fraction)} % of "
+              "its multipliers, LUTs and block RAMs: "
+              + ", ".join(f"{k} {pe}x{simd}" for k, (pe, simd) in a.folding.items()))
     print(f"\n== FPGA: simulate all {len(xte)} test images in Verilator, bit for bit ==")
     keys = simulate(build, {model.image.name: xte}, labels=yte[:, 0])
     if board:

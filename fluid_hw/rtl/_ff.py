@@ -20,6 +20,7 @@ FF_STYLES = ("plain", "trellis")
 
 #: Verilog model of ``TRELLIS_FF`` as :func:`copy_register` configures it
 #: (synchronous, clock enable, reset value by REGSET), for Verilator and cocotb builds.
+#: ``M`` stays unconnected: nextpnr-ecp5's packer refuses a TRELLIS_FF whose M is tied.
 TRELLIS_FF_SIM = """\
 // Simulation model of the ECP5 TRELLIS_FF as fluid_hw.rtl instantiates it.
 module TRELLIS_FF #(
@@ -51,5 +52,5 @@ def copy_register(m: Module, value: Value, enable: Value, name: str, style: str 
         m.submodules[f"{name}_ff{b}"] = Instance(
             "TRELLIS_FF", p_GSR="DISABLED", p_CEMUX="CE", p_CLKMUX="CLK", p_LSRMUX="LSR",
             p_REGSET="RESET", p_SRMODE="LSR_OVER_CE", i_CLK=ClockSignal("sync"),
-            i_LSR=Const(0, 1), i_CE=enable, i_DI=value[b], i_M=Const(0, 1), o_Q=r[b])
+            i_LSR=Const(0, 1), i_CE=enable, i_DI=value[b], o_Q=r[b])
     return r

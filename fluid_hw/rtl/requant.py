@@ -140,9 +140,15 @@ class RequantPipe(Component):
             return s3
         mul3 = reg(3, signed(17), mul2, "mul3")
         sh3 = reg(3, unsigned(6), sh2, "sh3")
-        p4 = reg(4, signed(48), s3 * mul3, "p4")
+        # s3 * mul3 as two 18x18 products, each registered, summed in the next stage:
+        # written as one 32x17 product Yosys splits it over two MULT18X18D but adds
+        # the partial products in the same cycle (the design's critical path)
+        hi3 = s3[16:32].as_signed()                   # s3 = hi3 * 2^16 + lo3
+        lo3 = Cat(s3[0:16], Const(0, 1)).as_signed()  # 0 .. 2^16 - 1
+        ph4 = reg(4, signed(33), hi3 * mul3, "ph4")
+        pl4 = reg(4, signed(33), lo3 * mul3, "pl4")
         sh4 = reg(4, unsigned(6), sh3, "sh4")
-        p5 = reg(5, signed(48), p4, "p5")
+        p5 = reg(5, signed(48), (ph4 << 16) + pl4, "p5")
         sh5 = reg(5, unsigned(6), sh4, "sh5")
         rnd = Signal(unsigned(48), name=f"l{lane}_rnd")
         m.d.comb += rnd.eq((Const(1, 48) << sh5) >> 1)

@@ -58,10 +58,12 @@ from ...boards import (
 from ...boards.toolchain import RESULT_FILE, BitstreamResult, print_progress, synthesize
 from ...errors import UnknownNameError
 from ...hls.autofold import device_estimate, specs_from_design
+from ...hls.lower import mac_count
 from ...rtl import AcceleratorTop, AXILiteSignature, StageSpec
 from ...rtl.uart_bridge import UartBridge
 from ...sim._tools import cache_dir, ensure_yosys, verilator_version
 from ...sim.build import VERILATOR_FLAGS, build_lock, sim_cells, verilate
+from .compile import DEFAULT_CLOCK_MHZ
 from .report import read_report, update_report
 from .steps import BuildError
 
@@ -71,8 +73,6 @@ __all__ = ["DEFAULT_BAUD", "DEFAULT_CLOCK_MHZ", "BITSTREAM_KEYS", "BuildFolder",
 
 #: the FT231X (ULX3S) and FT2232H (iCEBreaker) both run 3 Mbaud
 DEFAULT_BAUD = 3_000_000
-#: design clock by family when neither --clock-mhz nor a board build says otherwise
-DEFAULT_CLOCK_MHZ = {"ecp5": 100.0, "ice40": 30.0}
 #: a half-received command is dropped after this long without a byte
 IDLE_TIMEOUT_S = 0.02
 #: report.json keys this step writes
@@ -266,8 +266,29 @@ def _report_keys(build: BuildFolder, res: BitstreamResult, est: Mapping[str, int
         "estimate": dict(est), "placer": info.get("placer"),
         "board_top": {k: v for k, v in top.describe().items() if k != "uart"},
         "total_seconds": round(seconds, 1),
+        "goals": _goals(build, keys),
     })
     return keys
+
+
+#: issue 7's goals for the ECP5 builds, reported (never enforced)
+THROUGHPUT_GOAL = 0.5    # of the device's multiplier-bound rate
+LATENCY_GOAL_US = 4.0    # batch 1 (one CPU core running onnxruntime: ~7.7 us)
+
+
+def _goals(build: BuildFolder, keys: Mapping[str, Any]) -> dict[str, Any]:
+    """Throughput at Fmax against the device's multiplier bound (every multiplier
+    doing one int8 product a cycle at Fmax) and batch-1 latency at Fmax."""
+    macs = sum(mac_count(s) for s in build.specs())
+    dsp = (keys.get("resources_available") or {}).get("dsp")
+    fmax, tput, lat = keys.get("fmax_mhz"), keys.get("throughput_per_s"), keys.get("latency_us")
+    bound = dsp * fmax * 1e6 / macs if dsp and fmax and macs else None
+    ratio = tput / bound if bound and tput else None
+    return {"macs_per_inference": macs, "multiplier_bound_per_s": bound,
+            "throughput_vs_multiplier_bound": ratio, "throughput_goal": THROUGHPUT_GOAL,
+            "throughput_goal_met": ratio is not None and ratio >= THROUGHPUT_GOAL,
+            "latency_goal_us": LATENCY_GOAL_US,
+            "latency_goal_met": lat is not None and lat < LATENCY_GOAL_US}
 
 
 # ---- the board top in Verilator, behind a pseudo-terminal -------------------------------

@@ -8,7 +8,9 @@ Steps (:data:`COMPILE_STEPS`, stop after any with ``stop_after=``):
 ``quantize``        float model + calibration data: ``inference_pipeline`` then
                     ``passes.quantize`` (int8); an already quantised model passes as is
 ``lower``           ``hls.lower``: partition (host pre / accelerator / host post), stages,
-                    folding (balanced within the target's budget, ``--fold`` overrides),
+                    folding (board targets: ``hls.autofold`` for the board's device,
+                    85 % of its multipliers, LUTs and block RAMs; ``sim``: balanced
+                    within the target's budget; ``--fold`` overrides either),
                     estimates -> ``lowering.json``
 ``generate_verilog``  ``accelerator.v`` and ``design.json`` (rtl + sim.verilog)
 ``write_registers``   ``registers.md``, ``registers.h``
@@ -33,8 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import FluidError, unknown_name
+from ...boards import all_boards, get_board
+from ...errors import FluidError, UnknownNameError, unknown_name
 from ...frontend import io as fio
+from ...hls.autofold import DEFAULT_FRACTION, AutoFold, autofold
 from ...hls.folding import DEFAULT_BUDGET, FoldingBudget, format_folding
 from ...hls.lower import Lowered, lower, lowering_hash
 from ...ir.program import Program
@@ -47,32 +51,49 @@ from ..cpu import Executor
 from .report import STEP_KEYS, read_report, to_json, update_report
 from .steps import BuildError, Step, run_steps
 
-__all__ = ["Target", "TARGETS", "get_target", "CompileState", "COMPILE_STEPS",
-           "compile_model", "compile_program", "is_quantized", "load_inputs"]
+__all__ = ["Target", "TARGETS", "DEFAULT_CLOCK_MHZ", "get_target", "CompileState",
+           "COMPILE_STEPS", "compile_model", "compile_program", "is_quantized", "load_inputs"]
 
 QUANT_OP_TYPES = ("quantize", "quantized_fc", "quantized_conv2d")
 
 
+#: design clock of a board target by family (the PLL makes it from the oscillator)
+DEFAULT_CLOCK_MHZ = {"ecp5": 100.0, "ice40": 30.0}
+
+
 @dataclass(frozen=True)
 class Target:
-    """What a build is for: its clock and the folding budget."""
+    """What a build is for: its clock, the folding budget and, for a board, its name
+    (the folding is then automatic for the board's device)."""
 
     name: str
     clock_mhz: float
     budget: FoldingBudget
     doc: str
+    board: str | None = None
 
 
-TARGETS: dict[str, Target] = {
-    "sim": Target("sim", 100.0, DEFAULT_BUDGET,
-                  "Verilator simulation (clock assumed 100 MHz for the time figures)"),
-}
+def _targets() -> dict[str, Target]:
+    out = {"sim": Target("sim", 100.0, DEFAULT_BUDGET,
+                         "Verilator simulation (clock assumed 100 MHz for the time figures)")}
+    for name, b in all_boards().items():
+        out[name] = Target(name, DEFAULT_CLOCK_MHZ[b.family.name], DEFAULT_BUDGET,
+                           b.description, board=name)
+    return out
+
+
+TARGETS: dict[str, Target] = _targets()
 
 
 def get_target(name: str) -> Target:
-    if name not in TARGETS:
-        raise unknown_name("target", name, TARGETS)
-    return TARGETS[name]
+    """A target by name: ``sim`` or a board (also by its device: ``ecp5-85f``,
+    ``LFE5U-85F``, ``up5k``)."""
+    if name in TARGETS:
+        return TARGETS[name]
+    try:
+        return TARGETS[get_board(name).name]
+    except UnknownNameError:
+        raise unknown_name("target", name, TARGETS) from None
 
 
 def is_quantized(program: Program) -> bool:
@@ -120,6 +141,11 @@ class CompileState:
     clock_mhz: float | None = None
     name: str = "fluid_accel"
     quant_config: QuantConfig | None = None
+    #: fold automatically for the target board's device (default: on board targets,
+    #: unless a multiplier budget or an initiation interval is given)
+    auto_fold: bool | None = None
+    target_fps: float | None = None
+    fraction: float = DEFAULT_FRACTION
     # filled in by the steps
     program: Program | None = None
     scope: Scope | None = None
@@ -128,6 +154,7 @@ class CompileState:
     float_program: Program | None = None
     quantized_here: bool = False
     lowered: Lowered | None = None
+    autofold: AutoFold | None = None
     top: AcceleratorTop | None = None
     info: dict[str, Any] = field(default_factory=dict)
     t0: float = field(default_factory=time.perf_counter)
@@ -195,16 +222,50 @@ def _step_lower(st: CompileState) -> str:
     read = {n for op in st.program.global_block().ops if op.type != "feed"
             for n in op.input_arg_names}
     st.feeds = [f for f in st.feeds if f in read] or st.feeds
-    st.lowered = lower(st.program, st.scope, folding=st.folding,
-                       budget=st.budget if st.budget is not None else st.target.budget,
-                       ii_target=st.ii_target, weights=st.weights, feed_names=st.feeds,
-                       fetch_names=st.fetches)
+    if _auto(st):
+        _autofold(st)
+    else:
+        ii = st.ii_target
+        if st.target_fps is not None and ii is None:
+            ii = max(1, int(st.clock * 1e6 // st.target_fps))
+        st.lowered = lower(st.program, st.scope, folding=st.folding,
+                           budget=st.budget if st.budget is not None else st.target.budget,
+                           ii_target=ii, weights=st.weights, feed_names=st.feeds,
+                           fetch_names=st.fetches)
     st.out.mkdir(parents=True, exist_ok=True)
     fio.atomic_write(st.out / "lowering.json",
                      _dumps(st.lowered.describe()).encode())
     e = st.lowered.estimate()
-    return (f"{len(st.lowered.stages)} stages, folding {format_folding(st.lowered.folding)}; "
+    how = (f"automatic for {st.autofold.device} ({round(100 * st.fraction)} % budget)"
+           if st.autofold is not None else "balanced")
+    return (f"{len(st.lowered.stages)} stages, folding {format_folding(st.lowered.folding)} "
+            f"({how}); "
             f"estimated II {e.initiation_interval}, latency {e.latency_cycles} cycles")
+
+
+def _auto(st: CompileState) -> bool:
+    if st.auto_fold is None:
+        return st.target.board is not None and st.budget is None and st.ii_target is None
+    if st.auto_fold and st.target.board is None:
+        raise BuildError(f"automatic folding needs a board target (--target ulx3s-85f, "
+                         f"icebreaker, ...); target {st.target.name!r} has no device")
+    if st.auto_fold and (st.budget is not None or st.ii_target is not None):
+        raise BuildError("automatic folding chooses the folding from the device's budget: "
+                         "give --target-fps instead of --ii, and no --macs")
+    return st.auto_fold
+
+
+def _autofold(st: CompileState) -> None:
+    """Lower once to learn the stages, fold them for the board's device, lower again
+    with that folding."""
+    assert st.program is not None and st.scope is not None and st.target.board
+    kw = dict(weights=st.weights, feed_names=st.feeds, fetch_names=st.fetches)
+    trial = lower(st.program, st.scope, folding=st.folding, budget=None, **kw)
+    device = get_board(st.target.board).device
+    st.autofold = autofold(trial.specs, device, fraction=st.fraction, overrides=st.folding,
+                           target_fps=st.target_fps, clock_mhz=st.clock,
+                           fifo_depth=trial.fifo_depth)
+    st.lowered = lower(st.program, st.scope, folding=st.autofold.folding, budget=None, **kw)
 
 
 def _dumps(obj: Any) -> str:
@@ -329,6 +390,7 @@ def _step_write_report(st: CompileState) -> str:
         "throughput_per_s": clock * 1e6 / e.initiation_interval,
         "latency_us": e.latency_cycles / clock,
         "compile_seconds": round(time.perf_counter() - st.t0, 2),
+        "autofold": st.autofold.as_report() if st.autofold is not None else None,
     }
     update_report(st.out, keys, drop=drop)
     return (f"II {e.initiation_interval} cycles, latency {e.latency_cycles} cycles; "
@@ -354,12 +416,20 @@ def compile_model(model_dir: str | os.PathLike[str], out: str | os.PathLike[str]
                   folding: Mapping[str, tuple[int, int]] | None = None,
                   budget: FoldingBudget | None = None, ii_target: int | None = None,
                   clock_mhz: float | None = None, quant_config: QuantConfig | None = None,
+                  auto_fold: bool | None = None, target_fps: float | None = None,
+                  fraction: float = DEFAULT_FRACTION,
                   stop_after: str | None = None) -> CompileState:
     """Compile the saved inference model in ``model_dir`` into the build folder ``out``
-    (see the module docstring).  Returns the build state (``.lowered``, ``.top``...)."""
+    (see the module docstring).  Returns the build state (``.lowered``, ``.top``...).
+
+    On a board target the folding is automatic (:func:`fluid_hw.hls.autofold`, a
+    ``fraction`` of the device's resources; ``folding`` fixes layers, ``target_fps``
+    asks for the cheapest folding reaching that rate) unless ``auto_fold=False`` or a
+    ``budget`` / ``ii_target`` is given."""
     st = CompileState(Path(out), get_target(target), weights, Path(model_dir), calibration,
                       dict(folding or {}), budget, ii_target, clock_mhz,
-                      quant_config=quant_config)
+                      quant_config=quant_config, auto_fold=auto_fold, target_fps=target_fps,
+                      fraction=fraction)
     run_steps("compile", COMPILE_STEPS, st, stop_after)
     return st
 
@@ -370,11 +440,13 @@ def compile_program(program: Program, scope: Scope, out: str | os.PathLike[str],
                     calibration: Mapping[str, np.ndarray] | None = None,
                     folding: Mapping[str, tuple[int, int]] | None = None,
                     budget: FoldingBudget | None = None, ii_target: int | None = None,
-                    clock_mhz: float | None = None, stop_after: str | None = None
-                    ) -> CompileState:
+                    clock_mhz: float | None = None, auto_fold: bool | None = None,
+                    target_fps: float | None = None, fraction: float = DEFAULT_FRACTION,
+                    stop_after: str | None = None) -> CompileState:
     """Like :func:`compile_model` for a program and its parameters in memory."""
     st = CompileState(Path(out), get_target(target), weights, None, calibration,
-                      dict(folding or {}), budget, ii_target, clock_mhz)
+                      dict(folding or {}), budget, ii_target, clock_mhz, auto_fold=auto_fold,
+                      target_fps=target_fps, fraction=fraction)
     st.program, st.scope, st.feeds, st.fetches = program, scope, list(feeds), list(fetches)
     run_steps("compile", COMPILE_STEPS, st, stop_after)
     return st

@@ -26,7 +26,7 @@ REPORT = "report.json"
 STEP_KEYS: dict[str, tuple[str, ...]] = {
     "compile": ("target", "clock_mhz", "weights", "stages", "estimate", "throughput_per_s",
                 "latency_us", "design_hash", "lowering_hash", "folding", "fifo_depths", "model",
-                "quantized", "partition", "compile_seconds"),
+                "quantized", "partition", "compile_seconds", "autofold"),
     "simulate": ("measured", "bit_exact", "mismatches", "first_mismatch", "inputs", "accuracy",
                  "activations_at_rails", "mac_utilisation", "debug_stages", "cocotb",
                  "simulate_seconds"),

@@ -142,3 +142,26 @@ def test_cnn_is_bit_exact(trained, tmp_path_factory):
     m, est = r["measured"], r["estimate"]
     assert _within(m["initiation_interval"], est["initiation_interval"])
     assert _within(m["latency_cycles"], est["latency_cycles"])
+
+
+def test_cnn_bitstream_for_the_ecp5_85f(trained, tmp_path_factory, capsys):
+    """The trained CNN (conv_bn_fuse, int8), folded automatically for the LFE5U-85F, to a
+    bitstream in one command; multipliers and block RAMs as estimated."""
+    t = trained("cnn")
+    out = tmp_path_factory.mktemp("build") / "cnn85"
+    assert main(["compile", str(t.model_dir), "--target", "ulx3s-85f", "--out", str(out),
+                 "--calibration", str(t.calibration), "--bitstream"]) == 0
+    text = capsys.readouterr().out
+    assert "folded automatically for LFE5U-85F" in text and "accelerator.bit" in text
+    r = read_report(out)
+    assert (out / "accelerator.bit").stat().st_size > 100_000
+    assert r["autofold"]["device"] == "LFE5U-85F"
+    cmp_ = r["resources_estimate_vs_actual"]
+    assert cmp_["dsp"]["estimate"] == cmp_["dsp"]["actual"] > 0
+    assert cmp_["bram"]["estimate"] == cmp_["bram"]["actual"] > 0
+    assert abs(cmp_["lut"]["error_pct"]) <= 25
+    assert r["fmax_mhz"] > 0 and r["critical_path"]["steps"]
+    goals = r["bitstream"]["goals"]
+    assert goals["macs_per_inference"] > 0 and goals["multiplier_bound_per_s"] > 0
+    print(f"\nCNN on LFE5U-85F: Fmax {r['fmax_mhz']} MHz, {json.dumps(cmp_)}, "
+          f"seconds {r['bitstream']['seconds']}")
