@@ -329,7 +329,7 @@ def specs_from_design(stages: Sequence[Mapping[str, Any]]) -> list[StageSpec]:
             elif kind == "maxpool":
                 out.append(MaxPoolStage(st["name"], tuple(st["in_shape"]),
                                         kernel=tuple(st["kernel"]), stride=tuple(st["stride"]),
-                                        padding=tuple(st["padding"]), lanes=st.get("lanes")))
+                                        padding=tuple(st["padding"]), lanes=_pool_lanes(st)))
             else:
                 raise AutoFoldError(f"stage {st.get('name')!r}: unknown kind {kind!r} "
                                     "(mvau, conv, maxpool)")
@@ -556,6 +556,14 @@ def autofold(specs: Sequence[StageSpec], device: DeviceLike, *,
     return AutoFold({u.name: folding[u.name] for u in units}, dev_name, family, fraction,
                     res, available, limits, est.initiation_interval, est.latency_cycles,
                     est.bottleneck, clock_mhz, fixed, target_fps)
+
+
+def _pool_lanes(st: Mapping[str, Any]) -> int | None:
+    """A pool's lanes: design.json holds the stage's (in, out) lanes, equal for a pool."""
+    lanes = st.get("lanes")
+    if isinstance(lanes, list | tuple):
+        return int(lanes[0])
+    return None if lanes is None else int(lanes)
 
 
 def _no_fit(specs: Sequence[StageSpec], units: Sequence[FoldUnit], device: DeviceLike,

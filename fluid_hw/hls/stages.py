@@ -163,7 +163,7 @@ def _mvau_resources(mw: int, mh: int, pe: int, simd: int, requantize: bool, cons
     tree_bits = sum(17 + lvl for lvl in range(ceil_log2(simd)) for _ in range(simd >> lvl))
     per_pe = Resources(lut=tree_bits + 32, ff=16 * simd + 32 * simd + tree_bits + 32,
                        dsp=simd)
-    rq = Resources(lut=180, ff=420, dsp=2) if requantize else Resources(lut=32, ff=130)
+    rq = Resources(lut=180, ff=550, dsp=2) if requantize else Resources(lut=32, ff=130)
     total = Resources(lut=120, ff=60 + 6 * mvau_latency(simd, requantize))
     for _ in range(pe):
         total = total + per_pe + rq + _memory(nf * sf, 8 * simd, const=const) + \

@@ -32,7 +32,7 @@ __all__ = ["RequantPipe", "Requantiser", "requantize_model", "requant_entries",
 
 PARAM_ENTRY_BITS = 54
 #: pipeline depth of :class:`RequantPipe` with and without requantisation
-REQUANT_LATENCY = 9
+REQUANT_LATENCY = 11
 BIAS_ONLY_LATENCY = 3
 
 
@@ -140,26 +140,34 @@ class RequantPipe(Component):
             return s3
         mul3 = reg(3, signed(17), mul2, "mul3")
         sh3 = reg(3, unsigned(6), sh2, "sh3")
-        # s3 * mul3 as two 18x18 products, each registered, summed in the next stage:
-        # written as one 32x17 product Yosys splits it over two MULT18X18D but adds
-        # the partial products in the same cycle (the design's critical path)
-        hi3 = s3[16:32].as_signed()                   # s3 = hi3 * 2^16 + lo3
-        lo3 = Cat(s3[0:16], Const(0, 1)).as_signed()  # 0 .. 2^16 - 1
-        ph4 = reg(4, signed(33), hi3 * mul3, "ph4")
-        pl4 = reg(4, signed(33), lo3 * mul3, "pl4")
+        # the multipliers' own input and output registers (stages 4 and 6), so that
+        # neither route to or from a MULT18X18D shares a cycle with logic (HARDWARE.md)
+        s4 = reg(4, signed(32), s3, "s4")
+        mul4 = reg(4, signed(17), mul3, "mul4")
         sh4 = reg(4, unsigned(6), sh3, "sh4")
-        p5 = reg(5, signed(48), (ph4 << 16) + pl4, "p5")
+        # s4 * mul4 as two 18x18 products summed a stage later: written as one 32x17
+        # product Yosys splits it over two MULT18X18D but adds the partial products
+        # in the same cycle (it was the design's critical path)
+        hi4 = s4[16:32].as_signed()                   # s4 = hi4 * 2^16 + lo4
+        lo4 = Cat(s4[0:16], Const(0, 1)).as_signed()  # 0 .. 2^16 - 1
+        ph5 = reg(5, signed(33), hi4 * mul4, "ph5")
+        pl5 = reg(5, signed(33), lo4 * mul4, "pl5")
         sh5 = reg(5, unsigned(6), sh4, "sh5")
-        rnd = Signal(unsigned(48), name=f"l{lane}_rnd")
-        m.d.comb += rnd.eq((Const(1, 48) << sh5) >> 1)
-        q6 = reg(6, signed(49), p5 + rnd, "q6")
+        ph6 = reg(6, signed(33), ph5, "ph6")
+        pl6 = reg(6, signed(33), pl5, "pl6")
         sh6 = reg(6, unsigned(6), sh5, "sh6")
-        q7 = reg(7, signed(49), q6 >> Cat(Const(0, 3), sh6[3:6]), "q7")
-        sh7 = reg(7, unsigned(3), sh6[0:3], "sh7")
-        r8 = reg(8, signed(49), q7 >> sh7, "r8")
+        p7 = reg(7, signed(48), (ph6 << 16) + pl6, "p7")
+        sh7 = reg(7, unsigned(6), sh6, "sh7")
+        rnd = Signal(unsigned(48), name=f"l{lane}_rnd")
+        m.d.comb += rnd.eq((Const(1, 48) << sh7) >> 1)
+        q8 = reg(8, signed(49), p7 + rnd, "q8")
+        sh8 = reg(8, unsigned(6), sh7, "sh8")
+        q9 = reg(9, signed(49), q8 >> Cat(Const(0, 3), sh8[3:6]), "q9")
+        sh9 = reg(9, unsigned(3), sh8[0:3], "sh9")
+        r10 = reg(10, signed(49), q9 >> sh9, "r10")
         lo = 0 if self.relu else -128
-        clamped = Mux(r8 > 127, 127, Mux(r8 < lo, lo, r8[0:8]))
-        return reg(9, unsigned(8), clamped, "out9")
+        clamped = Mux(r10 > 127, 127, Mux(r10 < lo, lo, r10[0:8]))
+        return reg(11, unsigned(8), clamped, "out11")
 
 
 class Requantiser(Component):

@@ -130,6 +130,20 @@ def test_device_estimate_from_a_design_description():
         specs_from_design([{"name": "x", "kind": "lstm"}])
 
 
+def test_specs_from_design_round_trips_a_conv_pool_design():
+    """design.json lists a stage's (in, out) lanes; a pool takes one lane count."""
+    from fluid_hw.backends.fpga.bitstream import calibration_designs
+
+    specs = dict(calibration_designs())["conv_pool_fc"]
+    top = AcceleratorTop(specs)
+    top._MustUse__used = True
+    again = specs_from_design(top.describe()["stages"])
+    assert [type(s) for s in again] == [type(s) for s in specs]
+    assert any(isinstance(s, MaxPoolStage) for s in again)
+    for fam in ("ecp5", "ice40"):
+        assert device_estimate(again, fam) == device_estimate(specs, fam)
+
+
 # Yosys (synth_ecp5 / synth_ice40 -dsp) on each calibration design synthesised alone:
 # (DP16KD+PDPW16KD | SB_RAM40_4K, MULT18X18D | SB_MAC16), recorded by
 # `python -m fluid_hw.backends.fpga.bitstream calibrate`.
