@@ -118,7 +118,7 @@ class MVAU(Component):
             self.weight_words = mvau_weight_entries(w, pe, simd)
         self.requant = RequantPipe(name, pe, mh, bias=bias, multiplier=multiplier,
                                    shift=shift, relu=relu, requantize=requantize,
-                                   runtime=runtime)
+                                   runtime=runtime, ff_style=ff_style)
         self.out_bits = self.requant.out_bits
         self.tree_depth = adder_tree_depth(simd)
         # issue -> memory data (1) -> fabric regs (2) -> product (3) -> product (4)

@@ -9,7 +9,8 @@ For an int32 accumulator ``x`` of channel ``c``::
 
 :class:`RequantPipe` is the fixed-latency pipeline (``lanes`` channels in parallel,
 per-lane parameter memories indexed by channel group); :class:`Requantiser` wraps
-it into a stream component.  With ``requantize=False`` the pipeline only adds the
+it into a stream component (``ff_style`` as :func:`._ff.copy_register`: the
+multipliers' input registers).  With ``requantize=False`` the pipeline only adds the
 bias and passes ``s`` on as int32 (a last stage whose output the host dequantises).
 
 Parameter memory entry (54 bits, also the runtime load format): bits 31..0 bias
@@ -23,6 +24,7 @@ from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ._ff import FF_STYLES, copy_register
 from ._mem import ParamWriteSignature, param_memory
 from ._util import Component, HardwareConfigError, as_int_array, ceil_log2
 from .stream import CreditQueue, credit_depth
@@ -81,7 +83,11 @@ class RequantPipe(Component):
     def __init__(self, name: str, lanes: int, channels: int, *,
                  bias: np.ndarray | None = None, multiplier: np.ndarray | None = None,
                  shift: np.ndarray | None = None, relu: bool = False,
-                 requantize: bool = True, runtime: bool = False) -> None:
+                 requantize: bool = True, runtime: bool = False,
+                 ff_style: str = "plain") -> None:
+        if ff_style not in FF_STYLES:
+            raise HardwareConfigError(f"{name}: ff_style must be one of {FF_STYLES}, "
+                                      f"not {ff_style!r}")
         if channels % lanes:
             raise HardwareConfigError(
                 f"{name}: {channels} channels are not a multiple of {lanes} lanes")
@@ -90,6 +96,7 @@ class RequantPipe(Component):
         self.name, self.lanes, self.channels = name, lanes, channels
         self.groups = channels // lanes
         self.requantize, self.relu, self.runtime = requantize, relu, runtime
+        self.ff_style = ff_style
         self.out_bits = 8 if requantize else 32
         self.entries = None if runtime else requant_entries(
             name, channels, bias, multiplier if requantize else None,
@@ -141,9 +148,12 @@ class RequantPipe(Component):
         mul3 = reg(3, signed(17), mul2, "mul3")
         sh3 = reg(3, unsigned(6), sh2, "sh3")
         # the multipliers' own input and output registers (stages 4 and 6), so that
-        # neither route to or from a MULT18X18D shares a cycle with logic (HARDWARE.md)
-        s4 = reg(4, signed(32), s3, "s4")
-        mul4 = reg(4, signed(17), mul3, "mul4")
+        # neither route to or from a MULT18X18D shares a cycle with logic (HARDWARE.md);
+        # the inputs as explicit copies (ff_style="trellis"): lanes whose parameters are
+        # equal (one multiplier for every channel) would otherwise share one register
+        # feeding DSPs placed apart
+        s4 = copy_register(m, s3, valid[3], f"l{lane}_s4", self.ff_style).as_signed()
+        mul4 = copy_register(m, mul3, valid[3], f"l{lane}_mul4", self.ff_style).as_signed()
         sh4 = reg(4, unsigned(6), sh3, "sh4")
         # s4 * mul4 as two 18x18 products summed a stage later: written as one 32x17
         # product Yosys splits it over two MULT18X18D but adds the partial products

@@ -151,7 +151,8 @@ def test_mvau_rejects_bad_folding():
 
 
 def test_mvau_trellis_input_copies():
-    """ff_style="trellis": one TRELLIS_FF per bit of each PE's input copy (the Verilator
+    """ff_style="trellis": one TRELLIS_FF per bit of each PE's input copy and of each
+    requantiser lane's multiplier inputs (the Verilator
     tests in tests/sim run such a design bit-exact through the primitive's model)."""
     from amaranth.back import rtlil
 
@@ -159,7 +160,9 @@ def test_mvau_trellis_input_copies():
     dut = MVAU("fc", 6, 4, 2, 3, weights=w, multiplier=np.ones(4, int), shift=np.ones(4, int),
                ff_style="trellis")
     text = rtlil.convert(dut, name="fc")
-    assert text.count("cell \\TRELLIS_FF") == 2 * 3 * 8
+    # per PE and lane an 8-bit input copy; per requantiser lane the multiplier inputs
+    # (32-bit sum, 17-bit multiplier)
+    assert text.count("cell \\TRELLIS_FF") == 2 * 3 * 8 + 2 * (32 + 17)
     with pytest.raises(HardwareConfigError, match="ff_style must be one of"):
         MVAU("fc", 6, 4, 2, 3, weights=w, multiplier=np.ones(4, int),
              shift=np.ones(4, int), ff_style="keep")

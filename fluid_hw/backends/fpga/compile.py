@@ -71,6 +71,8 @@ class Target:
     budget: FoldingBudget
     doc: str
     board: str | None = None
+    #: registers synthesis must keep apart (rtl._ff): explicit TRELLIS_FF copies on ECP5
+    ff_style: str = "plain"
 
 
 def _targets() -> dict[str, Target]:
@@ -78,7 +80,8 @@ def _targets() -> dict[str, Target]:
                          "Verilator simulation (clock assumed 100 MHz for the time figures)")}
     for name, b in all_boards().items():
         out[name] = Target(name, DEFAULT_CLOCK_MHZ[b.family.name], DEFAULT_BUDGET,
-                           b.description, board=name)
+                           b.description, board=name,
+                           ff_style="trellis" if b.family.name == "ecp5" else "plain")
     return out
 
 
@@ -276,7 +279,7 @@ def _dumps(obj: Any) -> str:
 
 def _step_generate_verilog(st: CompileState) -> str:
     assert st.lowered is not None
-    st.top = st.lowered.top(st.name)
+    st.top = st.lowered.top(st.name, ff_style=st.target.ff_style)
     res = emit_verilog(st.top)
     st.info = res.info
     fio.atomic_write(st.out / "accelerator.v", res.text.encode())

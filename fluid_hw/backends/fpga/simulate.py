@@ -365,7 +365,8 @@ def _step_cocotb(st: SimulateState) -> str:
     n = min(st.cocotb, len(st.golden[low.partition.hw_input]))
     x = low.to_stream(st.golden[low.partition.hw_input][:n])
     want = low.to_out_stream(st.golden[low.partition.hw_output][:n])
-    top = low.top(_design(st.directory)["name"])
+    design = _design(st.directory)
+    top = low.top(design["name"], ff_style=design.get("ff_style", "plain"))
     params = None
     if low.weights_mode == "runtime":
         from ...rtl import param_image

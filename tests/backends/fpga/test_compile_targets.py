@@ -24,6 +24,8 @@ def test_every_board_is_a_target_also_by_device_name():
     assert get_target("up5k").board == "icebreaker"
     assert get_target("up5k").clock_mhz == 30.0 and get_target("ulx3s-85f").clock_mhz == 100.0
     assert get_target("sim").board is None
+    assert get_target("ulx3s-25f").ff_style == "trellis"
+    assert get_target("icebreaker").ff_style == get_target("sim").ff_style == "plain"
 
 
 def test_board_target_folds_for_the_device(float_mlp, tmp_path):  # noqa: F811
@@ -42,6 +44,11 @@ def test_board_target_folds_for_the_device(float_mlp, tmp_path):  # noqa: F811
     assert rep["autofold"]["device"] == "LFE5U-85F"
     assert rep["autofold"]["initiation_interval"] == rep["estimate"]["initiation_interval"]
     assert {k: (v["pe"], v["simd"]) for k, v in rep["folding"].items()} == a.folding
+    # ECP5: the per-PE input copies and the requantisers' multiplier inputs are explicit
+    # TRELLIS_FF cells, so that Yosys cannot merge them (HARDWARE.md)
+    design = json.loads((tmp_path / "b" / "design.json").read_text())
+    assert design["ff_style"] == "trellis"
+    assert "TRELLIS_FF" in (tmp_path / "b" / "accelerator.v").read_text()
 
 
 def test_overrides_and_target_fps(float_mlp, tmp_path):  # noqa: F811
