@@ -256,10 +256,13 @@ def bridge_estimate(family: str, in_bytes: int = 1, out_bytes: int = 1) -> Resou
 
 def device_estimate(specs: Sequence[StageSpec], device: DeviceLike | str, *,
                     fifo_depth: int = 2, in_lanes: int | None = None,
-                    out_lanes: int | None = None, board_top: bool = True) -> dict[str, int]:
+                    out_lanes: int | None = None, board_top: bool = True,
+                    dsp_registers: bool = False) -> dict[str, int]:
     """Estimated ``lut``/``ff``/``dsp``/``bram`` of the accelerator (and, with
     ``board_top``, the UART bridge and board logic around it) on ``device`` (or a
-    family name, ``ecp5``/``ice40``)."""
+    family name, ``ecp5``/``ice40``).  ``dsp_registers``: the design's multipliers
+    keep their product registers inside the DSPs (``ff_style="trellis"``, rtl._dsp),
+    so those flip-flops are not in the fabric."""
     family = device if isinstance(device, str) else _family(device)
     if family not in CALIBRATION:
         raise AutoFoldError(f"no resource model for the family {family!r}; known: "
@@ -271,8 +274,9 @@ def device_estimate(specs: Sequence[StageSpec], device: DeviceLike | str, *,
     mems = [m for s, ln in zip(specs, lanes) for m in _memories(s, ln)]
     bram = _block_ram(family, mems + _link_memories(specs, fifo_depth, in_lanes, out_lanes))
     lut = cal.base + sum(_stage_lut(s, ln, family) for s, ln in zip(specs, lanes))
-    out = {"lut": round(lut), "ff": round(e.resources.ff * cal.ff_scale),
-           "dsp": e.resources.dsp, "bram": bram}
+    ff = e.resources.ff - (sum(_dsp_register_ffs(s) for s in specs) if dsp_registers else 0)
+    out = {"lut": round(lut), "ff": round(ff * cal.ff_scale), "dsp": e.resources.dsp,
+           "bram": bram}
     if board_top:
         out_bits = specs[-1].out_bits
         b = bridge_estimate(family, in_lanes or lanes[0][0],
@@ -280,6 +284,15 @@ def device_estimate(specs: Sequence[StageSpec], device: DeviceLike | str, *,
         out["lut"] += b.lut
         out["ff"] += b.ff
     return out
+
+
+def _dsp_register_ffs(spec: StageSpec) -> int:
+    """Flip-flops of a matrix stage that move into its DSPs with ``rtl._dsp``: the two
+    16-bit product registers of each multiplier and the four 33-bit ones of each
+    requantiser lane."""
+    if not isinstance(spec, MVAUSpec | ConvSpec):
+        return 0
+    return spec.pe * spec.simd * 32 + (spec.pe * 4 * 33 if spec.requantize else 0)
 
 
 # ---- stage specs from data -------------------------------------------------------------

@@ -7,6 +7,7 @@ int32) lanes, lane 0 in the low bits.  The top-level generator
 ports and an AXI4-Lite register block (:mod:`.regmap`).
 """
 
+from ._dsp import MULT18X18D_SIM
 from ._ff import FF_STYLES, TRELLIS_FF_SIM
 from ._util import HardwareConfigError, pack_lanes, unpack_lanes
 from .axil import AXILiteModel, AXILiteRegisters, AXILiteSignature
@@ -32,7 +33,8 @@ from .top import AcceleratorTop, pipeline_model, stage_lanes
 from .uart_bridge import UartBridge, UartBridgeModel, UartRx, UartTx, baud_divisor
 
 __all__ = [
-    "FF_STYLES", "TRELLIS_FF_SIM", "HardwareConfigError", "pack_lanes", "unpack_lanes",
+    "FF_STYLES", "TRELLIS_FF_SIM", "MULT18X18D_SIM", "HardwareConfigError", "pack_lanes",
+    "unpack_lanes",
     "AXILiteModel", "AXILiteRegisters", "AXILiteSignature",
     "ConvUnit", "conv2d_model", "MVAU", "mvau_model", "MaxPool", "MaxReduce", "maxpool_model",
     "Register", "emit_c_header", "emit_markdown", "register_map",

@@ -31,6 +31,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from ._dsp import dsp_product
 from ._ff import FF_STYLES, copy_register
 from ._mem import ParamWriteSignature, param_memory
 from ._util import Component, HardwareConfigError, as_int_array, ceil_log2
@@ -231,10 +232,13 @@ class MVAU(Component):
                 xs = copy_register(m, in_rp.data.word_select(s, 8), v[1], f"pe{p}_x{s}",
                                    self.ff_style)
                 m.d.comb += x2.eq(xs)
-                with m.If(v[2]):
-                    m.d.sync += p3.eq(w2 * x2)
-                with m.If(v[3]):
-                    m.d.sync += p4.eq(p3)
+                if self.ff_style == "trellis":  # the DSP's own registers (rtl._dsp)
+                    m.d.comb += p4.eq(dsp_product(m, w2, x2, f"pe{p}_m{s}")[0:16])
+                else:
+                    with m.If(v[2]):
+                        m.d.sync += p3.eq(w2 * x2)
+                    with m.If(v[3]):
+                        m.d.sync += p4.eq(p3)
                 prods.append(p4)
             # registered adder tree
             level = 0

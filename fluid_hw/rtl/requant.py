@@ -24,6 +24,7 @@ from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ._dsp import dsp_product
 from ._ff import FF_STYLES, copy_register
 from ._mem import ParamWriteSignature, param_memory
 from ._util import Component, HardwareConfigError, as_int_array, ceil_log2
@@ -160,12 +161,16 @@ class RequantPipe(Component):
         # in the same cycle (it was the design's critical path)
         hi4 = s4[16:32].as_signed()                   # s4 = hi4 * 2^16 + lo4
         lo4 = Cat(s4[0:16], Const(0, 1)).as_signed()  # 0 .. 2^16 - 1
-        ph5 = reg(5, signed(33), hi4 * mul4, "ph5")
-        pl5 = reg(5, signed(33), lo4 * mul4, "pl5")
         sh5 = reg(5, unsigned(6), sh4, "sh5")
-        ph6 = reg(6, signed(33), ph5, "ph6")
-        pl6 = reg(6, signed(33), pl5, "pl6")
         sh6 = reg(6, unsigned(6), sh5, "sh6")
+        if self.ff_style == "trellis":  # the DSPs' own registers (rtl._dsp)
+            ph6 = dsp_product(m, hi4, mul4, f"l{lane}_mh")[0:33].as_signed()
+            pl6 = dsp_product(m, lo4, mul4, f"l{lane}_ml")[0:33].as_signed()
+        else:
+            ph5 = reg(5, signed(33), hi4 * mul4, "ph5")
+            pl5 = reg(5, signed(33), lo4 * mul4, "pl5")
+            ph6 = reg(6, signed(33), ph5, "ph6")
+            pl6 = reg(6, signed(33), pl5, "pl6")
         p7 = reg(7, signed(48), (ph6 << 16) + pl6, "p7")
         sh7 = reg(7, unsigned(6), sh6, "sh7")
         rnd = Signal(unsigned(48), name=f"l{lane}_rnd")

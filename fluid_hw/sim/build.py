@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fluid_hw.rtl import TRELLIS_FF_SIM, AcceleratorTop
+from fluid_hw.rtl import MULT18X18D_SIM, TRELLIS_FF_SIM, AcceleratorTop
 
 from ._harness_cpp import HARNESS_CPP
 from ._tools import (
@@ -90,13 +90,23 @@ def _make_vars(extra: dict[str, str]) -> list[str]:
                                       **extra}.items()]
 
 
+#: simulation models of the vendor primitives ``ff_style="trellis"`` instantiates
+CELL_MODELS = {"TRELLIS_FF": TRELLIS_FF_SIM, "MULT18X18D": MULT18X18D_SIM}
+
+
+def cell_models(verilog: str) -> str:
+    """The models of the primitives ``verilog`` instantiates, as one Verilog text."""
+    return "".join(text for cell, text in CELL_MODELS.items() if cell in verilog)
+
+
 def sim_cells(verilog: str, work: Path) -> list[Path]:
     """Simulation models of the vendor primitives ``verilog`` instantiates, written into
-    ``work`` (so far only ``TRELLIS_FF``, from ``ff_style="trellis"``)."""
-    if "TRELLIS_FF" not in verilog:
+    ``work`` (``TRELLIS_FF`` and ``MULT18X18D``, from ``ff_style="trellis"``)."""
+    text = cell_models(verilog)
+    if not text:
         return []
     path = work / "cells_sim.v"
-    path.write_text(TRELLIS_FF_SIM)
+    path.write_text(text)
     return [path]
 
 
@@ -184,9 +194,8 @@ def build_harness_verilog(verilog: str, info: dict[str, Any], *, trace: str | No
                                  OUT_LANES=info["out_lanes"], OUT_EBYTES=info["out_bits"] // 8)
     flags = [*VERILATOR_FLAGS, {"vcd": "--trace", "fst": "--trace-fst", None: ""}[trace]]
     key = hashlib.sha256("\0".join([verilog, cpp, " ".join(flags), verilator_version(),
-                                    json.dumps(MAKE_OPT, sort_keys=True)]
-                                   + ([TRELLIS_FF_SIM] if "TRELLIS_FF" in verilog else [])
-                                   ).encode()).hexdigest()[:24]
+                                    json.dumps(MAKE_OPT, sort_keys=True),
+                                    cell_models(verilog)]).encode()).hexdigest()[:24]
     root = cache_dir() / "harness"
     final = root / key
     lib = final / "obj" / "libharness.so"

@@ -170,3 +170,15 @@ def test_block_ram_and_multiplier_model_matches_yosys(family, design):
     specs = calibration_designs()[design]
     e = device_estimate(specs, family, board_top=False)
     assert (e["bram"], e["dsp"]) == YOSYS_COUNTS[family, design]
+
+
+def test_dsp_registers_take_the_product_flip_flops_out_of_the_fabric():
+    """ff_style="trellis" keeps each product's two registers (and the requantisers'
+    four) inside the MULT18X18D: the FF estimate drops by exactly those."""
+    specs = [refold(s, *f) for s, f in zip(DIGITS, [(1, 32), (1, 32), (1, 4)])]
+    plain = device_estimate(specs, "ecp5")
+    dsp = device_estimate(specs, "ecp5", dsp_registers=True)
+    assert {k: v for k, v in dsp.items() if k != "ff"} == \
+        {k: v for k, v in plain.items() if k != "ff"}
+    moved = (32 + 32 + 4) * 32 + 3 * 4 * 33
+    assert plain["ff"] - dsp["ff"] == pytest.approx(moved * CALIBRATION["ecp5"].ff_scale, abs=1)

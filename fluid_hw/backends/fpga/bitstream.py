@@ -217,7 +217,8 @@ def bitstream(build_dir: str | os.PathLike[str], *, board: str | Board | None = 
     clock = float(clock_mhz) if clock_mhz is not None else _default_clock(build, b)
     specs = build.specs()
     est = device_estimate(specs, b.device, fifo_depth=int(build.info.get("fifo_depth", 2)),
-                          in_lanes=build.in_bytes, out_lanes=int(build.info["out_lanes"]))
+                          in_lanes=build.in_bytes, out_lanes=int(build.info["out_lanes"]),
+                          dsp_registers=build.info.get("ff_style") == "trellis")
     _say(progress, f"estimate for {b.device.name}: " + ", ".join(
         f"{k} {v}/{b.device.resources.get(k, '?')}" for k, v in est.items()))
     if check_resources:
