@@ -115,7 +115,8 @@ def _summary(acc: float, acc_q: float, r: dict) -> str:
     return "\n".join(f"  {k:{w}s}  {v}" for k, v in rows)
 
 
-def run_demo(out_dir: str, epochs: int = 30, board: str | None = "ulx3s-85f") -> int:
+def run_demo(out_dir: str, epochs: int = 30, board: str | None = "ulx3s-85f",
+             fraction: float = 0.85) -> int:
     """The flow; with a ``board`` the model is compiled for it (automatic folding for
     its device) and its bitstream built, without one for the ``sim`` target."""
     target = board or "sim"
@@ -159,7 +160,7 @@ def run_demo(out_dir: str, epochs: int = 30, board: str | None = "ulx3s-85f") ->
 
     print(f"\n== FPGA: compile the int8 model for target {target!r} ==")
     build = out / "build"
-    st = compile_model(qdir, build, target=target)
+    st = compile_model(qdir, build, target=target, fraction=fraction)
     print(f"  stages: {', '.join(s.name for s in st.lowered.stages)}")
     if st.autofold is not None:
         a = st.autofold
