@@ -91,6 +91,12 @@ class _Option:
         """Cheapest first: multipliers, DSPs, LUTs, then the faster, then wider SIMD."""
         return (self.macs, self.res.dsp, self.res.lut, self.ii, -self.simd)
 
+    @property
+    def dsp_key(self) -> tuple[int, int, int, int, int]:
+        """Cheapest in hard multipliers first (a device budget: a requantiser lane
+        costs two DSPs, so PE lanes cost more than SIMD lanes of equal MACs)."""
+        return (self.res.dsp, self.macs, self.res.lut, self.ii, -self.simd)
+
 
 @dataclass
 class FoldUnit:
@@ -166,13 +172,17 @@ def balance(units: Sequence[FoldUnit], budget: FoldingBudget | None = DEFAULT_BU
         else:
             choice[u.name] = u.options
 
+    # the binding limit decides what "cheapest" means: multipliers for a MAC budget,
+    # DSPs (products and requantisers) for a device's
+    by_dsp = budget.macs is None and budget.dsp is not None
+
     def assign(t: int) -> list[_Option] | None:
         out = []
         for u in units:
             fit = [o for o in choice[u.name] if o.ii <= t]
             if not fit:
                 return None
-            out.append(min(fit, key=lambda o: o.key))
+            out.append(min(fit, key=lambda o: o.dsp_key if by_dsp else o.key))
         return out
 
     def total(opts: list[_Option]) -> tuple[int, Resources]:

@@ -182,3 +182,12 @@ def test_dsp_registers_take_the_product_flip_flops_out_of_the_fabric():
         {k: v for k, v in plain.items() if k != "ff"}
     moved = (32 + 32 + 4) * 32 + 3 * 4 * 33
     assert plain["ff"] - dsp["ff"] == pytest.approx(moved * CALIBRATION["ecp5"].ff_scale, abs=1)
+
+
+def test_a_device_budget_picks_the_option_cheapest_in_dsps():
+    """On a device the DSPs bind, and a requantiser lane costs two: for II 128 the last
+    layer takes 1x8 (8 products + 2 = 10 DSPs), not 5x1 (5 products + 10 = 15), so at
+    92 % of the 85F the MLP reaches II 128 (142 of 143 DSPs)."""
+    a = autofold(DIGITS, ECP5_85, fraction=0.92)
+    assert a.folding == {"fc_0": (1, 64), "fc_1": (1, 64), "fc_2": (1, 8)}
+    assert a.initiation_interval == 128 and a.resources["dsp"] == 142 <= a.limits["dsp"]
