@@ -49,7 +49,15 @@ from fluid_hw.rtl.spec import ConvSpec, MaxPoolSpec, MVAUSpec, StageSpec
 from fluid_hw.rtl.stream import credit_depth
 from fluid_hw.rtl.swg import QUEUE_DEPTH as SWG_QUEUE_DEPTH
 
-from .folding import FoldingBudget, FoldingError, FoldUnit, _Option, balance, check_folding
+from .folding import (
+    FoldingBudget,
+    FoldingError,
+    FoldUnit,
+    _Option,
+    balance,
+    check_folding,
+    ii_for_rate,
+)
 from .stages import (
     ConvStage,
     MaxPoolStage,
@@ -526,9 +534,7 @@ def autofold(specs: Sequence[StageSpec], device: DeviceLike, *,
     check_folding(units, fixed)
     ii_target = None
     if target_fps is not None:
-        if target_fps <= 0:
-            raise AutoFoldError(f"target_fps must be positive, got {target_fps}")
-        ii_target = max(1, floor(clock_mhz * 1e6 / target_fps))
+        ii_target = ii_for_rate(target_fps, clock_mhz, AutoFoldError)
 
     def whole(folding: Mapping[str, tuple[int, int]]) -> tuple[dict[str, int], Any]:
         trial = _apply(specs, folding)

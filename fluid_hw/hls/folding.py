@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from math import floor
 
 from fluid_hw.rtl import stage_lanes
 from fluid_hw.rtl.spec import StageSpec
@@ -27,7 +28,7 @@ from fluid_hw.rtl.spec import StageSpec
 from .partition import LoweringError
 from .stages import Resources, estimate_stage
 
-__all__ = ["FoldingError", "FoldingBudget", "FoldUnit", "DEFAULT_BUDGET", "divisors",
+__all__ = ["FoldingError", "FoldingBudget", "FoldUnit", "DEFAULT_BUDGET", "divisors", "ii_for_rate",
            "candidates", "balance", "parse_folding", "check_folding", "format_folding"]
 
 Folding = dict[str, tuple[int, int]]
@@ -217,6 +218,15 @@ def balance(units: Sequence[FoldUnit], budget: FoldingBudget | None = DEFAULT_BU
     raise FoldingError(f"even the slowest folding needs {macs} multipliers ({res}){why}, "
                        f"beyond the budget ({budget.describe()}); raise the budget (--macs) "
                        "or fold the layers by hand (--fold layer=PExSIMD,...)")
+
+
+def ii_for_rate(target_fps: float, clock_mhz: float,
+                error: type[FoldingError] = FoldingError) -> int:
+    """The initiation interval (cycles) that reaches ``target_fps`` inferences per second
+    at ``clock_mhz``; ``error`` is raised for a rate that is not positive."""
+    if target_fps <= 0:
+        raise error(f"target_fps must be positive, got {target_fps}")
+    return max(1, floor(clock_mhz * 1e6 / target_fps))
 
 
 def parse_folding(text: str | None) -> Folding:

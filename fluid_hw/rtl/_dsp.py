@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from amaranth import ClockSignal, Const, Instance, Module, Signal, Value, signed
 
+from ._util import HardwareConfigError
+
 __all__ = ["MULT18X18D_SIM", "dsp_product", "DSP_LATENCY"]
 
 #: cycles from the operands to the product
@@ -65,7 +67,7 @@ def dsp_product(m: Module, a: Value, b: Value, name: str) -> Signal:
     """``a * b`` (each signed, at most 18 bits) two cycles later, through one
     ``MULT18X18D`` with its input and output registers; a signed 36-bit result."""
     if len(a) > 18 or len(b) > 18:
-        raise ValueError(f"{name}: operands of {len(a)} and {len(b)} bits exceed 18")
+        raise HardwareConfigError(f"{name}: operands of {len(a)} and {len(b)} bits exceed 18")
     a18 = Signal(signed(18), name=f"{name}_a")
     b18 = Signal(signed(18), name=f"{name}_b")
     p = Signal(signed(36), name=f"{name}_p")

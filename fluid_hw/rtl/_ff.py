@@ -14,7 +14,7 @@ from amaranth import ClockSignal, Const, Instance, Module, Signal, Value
 
 from ._util import HardwareConfigError
 
-__all__ = ["FF_STYLES", "copy_register", "TRELLIS_FF_SIM"]
+__all__ = ["FF_STYLES", "check_ff_style", "copy_register", "TRELLIS_FF_SIM"]
 
 FF_STYLES = ("plain", "trellis")
 
@@ -37,12 +37,18 @@ endmodule
 """
 
 
+def check_ff_style(owner: str, style: str) -> None:
+    """Refuse an unknown ``ff_style``, naming the component that was given it."""
+    if style not in FF_STYLES:
+        raise HardwareConfigError(f"{owner}: ff_style must be one of {FF_STYLES}, "
+                                  f"not {style!r}")
+
+
 def copy_register(m: Module, value: Value, enable: Value, name: str, style: str = "plain"
                   ) -> Signal:
     """A register loading ``value`` when ``enable``; with ``style="trellis"`` built from
     ``TRELLIS_FF`` primitives so that synthesis keeps it as a separate copy."""
-    if style not in FF_STYLES:
-        raise HardwareConfigError(f"ff_style must be one of {FF_STYLES}, not {style!r}")
+    check_ff_style(name, style)
     r = Signal(len(value), name=name)
     if style == "plain":
         with m.If(enable):

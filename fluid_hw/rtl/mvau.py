@@ -32,7 +32,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ._dsp import dsp_product
-from ._ff import FF_STYLES, copy_register
+from ._ff import check_ff_style, copy_register
 from ._mem import ParamWriteSignature, param_memory
 from ._util import Component, HardwareConfigError, as_int_array, ceil_log2
 from .requant import (
@@ -105,9 +105,7 @@ class MVAU(Component):
                 f"MVAU {name!r}: PE={pe} must divide MH={mh} and SIMD={simd} must divide "
                 f"MW={mw}")
         self.name, self.mw, self.mh, self.pe, self.simd = name, mw, mh, pe, simd
-        if ff_style not in FF_STYLES:
-            raise HardwareConfigError(f"MVAU {name!r}: ff_style must be one of {FF_STYLES}, "
-                                      f"not {ff_style!r}")
+        check_ff_style(f"MVAU {name!r}", ff_style)
         self.sf, self.nf = mw // simd, mh // pe
         self.runtime, self.ff_style = runtime, ff_style
         if runtime:

@@ -25,7 +25,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ._dsp import dsp_product
-from ._ff import FF_STYLES, copy_register
+from ._ff import check_ff_style, copy_register
 from ._mem import ParamWriteSignature, param_memory
 from ._util import Component, HardwareConfigError, as_int_array, ceil_log2
 from .stream import CreditQueue, credit_depth
@@ -86,9 +86,7 @@ class RequantPipe(Component):
                  shift: np.ndarray | None = None, relu: bool = False,
                  requantize: bool = True, runtime: bool = False,
                  ff_style: str = "plain") -> None:
-        if ff_style not in FF_STYLES:
-            raise HardwareConfigError(f"{name}: ff_style must be one of {FF_STYLES}, "
-                                      f"not {ff_style!r}")
+        check_ff_style(name, ff_style)
         if channels % lanes:
             raise HardwareConfigError(
                 f"{name}: {channels} channels are not a multiple of {lanes} lanes")

@@ -29,7 +29,7 @@ from amaranth import Cat, Module, ResetInserter, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ._ff import FF_STYLES
+from ._ff import check_ff_style
 from ._util import Component, HardwareConfigError, ceil_log2
 from .axil import AXILiteRegisters
 from .conv import ConvUnit, conv2d_model
@@ -254,9 +254,7 @@ class AcceleratorTop(Component):
         if fifo_depth < 0 or addr_width < 8:
             raise HardwareConfigError(f"accelerator {name!r}: fifo_depth must be >= 0 and "
                                       "addr_width >= 8")
-        if ff_style not in FF_STYLES:
-            raise HardwareConfigError(f"accelerator {name!r}: ff_style must be one of "
-                                      f"{FF_STYLES}, not {ff_style!r}")
+        check_ff_style(f"accelerator {name!r}", ff_style)
         self.fifo_depth, self.addr_width, self.ff_style = fifo_depth, addr_width, ff_style
         self.segments, self.segment_bits = param_layout(self.specs)
         self.runtime = bool(self.segments)

@@ -39,7 +39,7 @@ from ...boards import all_boards, get_board
 from ...errors import FluidError, UnknownNameError, unknown_name
 from ...frontend import io as fio
 from ...hls.autofold import DEFAULT_FRACTION, AutoFold, autofold
-from ...hls.folding import DEFAULT_BUDGET, FoldingBudget, format_folding
+from ...hls.folding import DEFAULT_BUDGET, FoldingBudget, format_folding, ii_for_rate
 from ...hls.lower import Lowered, lower, lowering_hash
 from ...ir.program import Program
 from ...ir.scope import Scope, scope_guard
@@ -230,7 +230,7 @@ def _step_lower(st: CompileState) -> str:
     else:
         ii = st.ii_target
         if st.target_fps is not None and ii is None:
-            ii = max(1, int(st.clock * 1e6 // st.target_fps))
+            ii = ii_for_rate(st.target_fps, st.clock)
         st.lowered = lower(st.program, st.scope, folding=st.folding,
                            budget=st.budget if st.budget is not None else st.target.budget,
                            ii_target=ii, weights=st.weights, feed_names=st.feeds,

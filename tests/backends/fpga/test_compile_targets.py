@@ -13,6 +13,7 @@ from fluid_hw.backends.fpga.compile import TARGETS, get_target
 from fluid_hw.boards import get_device
 from fluid_hw.cli.main import main
 from fluid_hw.hls.autofold import AutoFoldError, autofold
+from fluid_hw.hls.folding import FoldingError
 
 from .test_steps import float_mlp  # noqa: F401  (module fixture)
 
@@ -73,6 +74,12 @@ def test_contradicting_options_are_refused(float_mlp, tmp_path):  # noqa: F811
     with pytest.raises(BuildError, match="give --target-fps instead of --ii"):
         compile_model(model, tmp_path / "x", target="ulx3s-85f", calibration=calib,
                       auto_fold=True, ii_target=64)
+    # a throughput target on the sim target folds for the matching interval
+    st = compile_model(model, tmp_path / "z", calibration=calib, target_fps=100e6 / 512,
+                       stop_after="lower")
+    assert st.autofold is None and st.lowered.estimate().initiation_interval <= 512
+    with pytest.raises(FoldingError, match="target_fps must be positive"):
+        compile_model(model, tmp_path / "z", calibration=calib, target_fps=0)
     # an initiation interval alone keeps the balanced folding on a board target
     st = compile_model(model, tmp_path / "y", target="ulx3s-85f", calibration=calib,
                        ii_target=512, stop_after="lower")
