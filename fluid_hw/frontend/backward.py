@@ -11,7 +11,11 @@ Each forward op's definition says how its gradient is built (``OpDef.grad``, see
 3. grad ops are appended in reverse order, with gradients of a variable used
    several times produced under ``<var>@GRAD@RENAME@<k>`` and summed into
    ``<var>@GRAD`` just before they are needed; outputs that get no gradient
-   (an unused ``split`` piece) get zeros from ``fill_zeros_like``.
+   (an unused ``split`` piece) get zeros from ``fill_zeros_like``;
+4. counters updated in place (``increment`` of an array index) are undone at the
+   mirrored position, just before the first grad op that reads them, so that every
+   grad op sees the value its forward op saw (``array_read`` / ``array_write`` at
+   ``i``), and redone at the end so the counters end as the forward pass left them.
 
 Every appended op carries ``op_role="backward"``.  Parameters that the loss
 does not depend on get no gradient: with the default parameter list this is a
@@ -93,6 +97,10 @@ class _Backward:
         self.pending: dict[str, list[str]] = {}
         self.resolved: set[str] = set()
         self.has_grad: set[str] = set()
+        #: in-place counter updates passed on the way back, per counter, not yet undone
+        self.to_undo: dict[str, list[Operator]] = {}
+        #: the updates undone, in the order they were undone (redone at the end)
+        self.undone: list[Operator] = []
 
     # -- variables ---------------------------------------------------------------
     def _var(self, name: str) -> Variable | None:
@@ -145,10 +153,39 @@ class _Backward:
                 attrs: dict[str, Any] | None = None) -> Operator:
         attrs = dict(attrs or {})
         attrs[ROLE] = "backward"
+
+        def flat(names: Any) -> list[str]:
+            return [n if isinstance(n, str) else n.name for n in
+                    (names if isinstance(names, (list, tuple)) else [names])]
+
+        if self.to_undo:
+            self._undo_counters([n for names in inputs.values() for n in flat(names)])
         for names in (*inputs.values(), *outputs.values()):
-            self._ensure_visible([n if isinstance(n, str) else n.name for n in
-                                  (names if isinstance(names, (list, tuple)) else [names])])
+            self._ensure_visible(flat(names))
         return self.gblock.append_op(type, inputs, outputs, attrs)
+
+    # -- counters updated in place -------------------------------------------------------
+    @staticmethod
+    def _is_counter_update(op: Operator) -> bool:
+        outs = op.output_arg_names
+        return op.type in REVERSIBLE_OPS and len(outs) == 1 and outs == op.input_arg_names
+
+    def _undo_counters(self, names: Iterable[str]) -> None:
+        """Undo the updates of the counters in ``names`` passed on the way back (a grad
+        op about to be appended reads them and must see their forward value)."""
+        for n in names:
+            for op in self.to_undo.pop(n, ()):
+                gs = REVERSIBLE_OPS[op.type](op)
+                self._append(gs.type, gs.inputs, gs.outputs, gs.attrs)
+                self.undone.append(op)
+
+    def _redo_counters(self) -> None:
+        """Replay the undone updates forwards: the counters end as the forward pass
+        left them (for fetches and for ops appended after the backward pass)."""
+        for op in reversed(self.undone):
+            attrs = {k: v for k, v in op.all_attrs().items() if not k.startswith("op_")}
+            self._append(op.type, op.inputs, op.outputs, attrs)
+        self.undone.clear()
 
     # -- analysis --------------------------------------------------------------------
     def _forward_ops(self) -> list[Operator]:
@@ -395,9 +432,16 @@ class _Backward:
             self.pending[t.name] = [g]
         uses = self._count_uses(on_path)
         counter: dict[str, int] = {}
-        for op in reversed(on_path):
-            self._emit(op, uses, counter)
-        return {n: self.resolve(n) for n in list(self.pending)}
+        on = {id(op) for op in on_path}
+        for op in reversed(self._forward_ops()):
+            if self._is_counter_update(op):
+                self.to_undo.setdefault(op.output_arg_names[0], []).append(op)
+            elif id(op) in on:
+                self._emit(op, uses, counter)
+        grads = {n: self.resolve(n) for n in list(self.pending)}
+        self.to_undo.clear()
+        self._redo_counters()
+        return grads
 
 
 class _SubBlockGradContext(GradContext):

@@ -127,12 +127,16 @@ def define_default_grad(
     in_grads: Sequence[str] | None = None,
     grad_type: str | None = None,
     infer: Callable[[InferContext], None] | None = None,
+    updates: Sequence[str] = (),
 ) -> OpDef:
     """Give ``fwd_type`` the standard maker and register its ``<type>_grad`` op.
 
     ``uses``: forward input/output slots the grad kernel reads.  ``out_grads``
     defaults to the forward op's non-intermediate outputs, ``in_grads`` to all of
-    its inputs.  The grad op has the forward op's attributes.
+    its inputs.  ``updates``: output slots whose gradient the grad op also writes,
+    in place (a tensor-array gradient it consumes: ``write_to_array`` replaces an
+    entry, so the entry's earlier value gets none of the gradient that reached it).
+    The grad op has the forward op's attributes.
     """
     fwd = get_op(fwd_type)
     gtype = grad_type or f"{fwd_type}_grad"
@@ -143,6 +147,10 @@ def define_default_grad(
     for u in uses:
         if u not in slots_by_name:
             raise ValueError(f"{fwd_type}: grad uses unknown slot {u!r}")
+    for u in updates:
+        if u not in og:
+            raise ValueError(f"{fwd_type}: grad updates {u!r}, which is not one of the "
+                             f"output gradients it reads {list(og)}")
 
     def dup(name: str) -> bool:
         s = slots_by_name.get(name)
@@ -152,7 +160,8 @@ def define_default_grad(
         gtype,
         inputs=tuple(Slot(u, duplicable=dup(u), dispensable=True) for u in uses)
         + tuple(Slot(grad_var_name(s), duplicable=dup(s), dispensable=True) for s in og),
-        outputs=tuple(Slot(grad_var_name(s), duplicable=dup(s), dispensable=True) for s in ig),
+        outputs=tuple(Slot(grad_var_name(s), duplicable=dup(s), dispensable=True)
+                      for s in (*ig, *updates)),
         attrs=fwd.attrs,
         infer=infer or _noop_infer,
         doc=f"Gradient of {fwd_type}.",
@@ -170,6 +179,9 @@ def define_default_grad(
             if g.output_grad(s):
                 ins[grad_var_name(s)] = g.output_grad(s)
         outs = {grad_var_name(s): g.input_grad(s) for s in ig if g.input(s)}
+        for s in updates:
+            if g.output_grad(s):
+                outs[grad_var_name(s)] = g.output_grad(s)
         return [GradOpSpec(gtype, ins, outs, g.attrs())]
 
     fwd.grad = GradMaker(og, ig, make)

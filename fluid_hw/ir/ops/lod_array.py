@@ -19,7 +19,8 @@ DynamicRNN runs a batch of variable-length sequences without padding:
 sequences of LoD level ``level``) by a per-sample bool mask, for ``IfElse``.
 
 Gradients of tensor arrays are tensor arrays accumulated in place, one entry per
-index (an entry nobody wrote is zero); see ``fluid_hw.frontend.backward``.
+index (an entry nobody wrote is zero); a write's gradient takes its entry out again
+(see ``fluid_hw.frontend.backward``).
 """
 
 from __future__ import annotations
@@ -84,7 +85,10 @@ def _array_length(ctx: InferContext) -> None:
     ctx.set_output("Out", [1], _INT64)
 
 
-define_default_grad("write_to_array", uses=("X", "I"), in_grads=("X",))
+# Fluid's pair: the gradient of a read adds Out@GRAD into entry I of the array's
+# gradient (only the entry read gets it; reads of one entry add up); the gradient of a
+# write takes entry I out of it (the entry's earlier value was overwritten).
+define_default_grad("write_to_array", uses=("X", "I"), in_grads=("X",), updates=("Out",))
 define_default_grad("read_from_array", uses=("I",), in_grads=("X",))
 
 

@@ -112,12 +112,18 @@ def lod_array_length(ctx: KernelContext) -> None:
 
 @register_kernel("write_to_array_grad")
 def write_to_array_grad(ctx: KernelContext) -> None:
-    if not ctx.has_output("X@GRAD"):
-        return
-    x = ctx.input("X")
-    g = _entry(_grad_array_in(ctx, "Out@GRAD"), _index(ctx))
-    ctx.set_output("X@GRAD", np.zeros_like(x) if g is None else
-                   _data(g).astype(x.dtype, copy=False).reshape(x.shape))
+    garr = _grad_array_in(ctx, "Out@GRAD")
+    i = _index(ctx)
+    g = _entry(garr, i)
+    if ctx.has_output("X@GRAD"):
+        x, lod = ctx.input_with_lod("X")
+        ctx.set_output("X@GRAD", np.zeros_like(x) if g is None else
+                       _data(g).astype(x.dtype, copy=False).reshape(x.shape), lod=lod or None)
+    if g is not None and ctx.has_output("Out@GRAD"):
+        # the write replaced entry i: its earlier value (written before, read before)
+        # gets none of the gradient that reached the entry after the write
+        garr[i] = None
+        ctx.set_output("Out@GRAD", garr)
 
 
 @register_kernel("read_from_array_grad")
@@ -239,7 +245,7 @@ def lod_tensor_to_array_grad(ctx: KernelContext) -> None:
         d = _entry(garr, t)
         if d is not None:
             g[rows] = _data(d)
-    ctx.set_output("X@GRAD", g)
+    ctx.set_output("X@GRAD", g, lod=lod or None)
 
 
 def _entries(arr: list[Any], name: str) -> list[tuple[np.ndarray, Lod]]:
@@ -305,11 +311,11 @@ def shrink_rnn_memory(ctx: KernelContext) -> None:
 def shrink_rnn_memory_grad(ctx: KernelContext) -> None:
     if not ctx.has_output("X@GRAD"):
         return
-    x = ctx.input("X")
+    x, lod = ctx.input_with_lod("X")
     d = ctx.input("Out@GRAD")
     g = np.zeros_like(x)
     g[: d.shape[0]] = d
-    ctx.set_output("X@GRAD", g)
+    ctx.set_output("X@GRAD", g, lod=lod or None)
 
 
 def _rank_permutation(table: LoDRankTable, x: np.ndarray, lod: Lod | None,
@@ -345,7 +351,7 @@ def reorder_lod_tensor_by_rank_grad(ctx: KernelContext) -> None:
     rows, _ = _rank_permutation(_table(ctx), x, lod, f"X {ctx.in_names['X'][0]!r}")
     g = np.zeros_like(x)
     g[rows] = ctx.input("Out@GRAD")
-    ctx.set_output("X@GRAD", g)
+    ctx.set_output("X@GRAD", g, lod=lod or None)
 
 
 # -- routing by mask (IfElse) -------------------------------------------------------------
@@ -396,7 +402,7 @@ def split_lod_tensor_grad(ctx: KernelContext) -> None:
     for (rows, _), slot in zip(plan, ("OutTrue@GRAD", "OutFalse@GRAD")):
         if ctx.has_input(slot) and rows.size:
             g[rows] = ctx.input(slot)
-    ctx.set_output("X@GRAD", g)
+    ctx.set_output("X@GRAD", g, lod=lod or None)
 
 
 def _merge_plan(ctx: KernelContext, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, Lod,
@@ -463,9 +469,12 @@ def merge_lod_tensor_grad(ctx: KernelContext) -> None:
     mask = _mask(ctx)
     pt, pf, _, _ = _merge_plan(ctx, mask)
     d = ctx.input("Out@GRAD")
-    for p, slot in ((pt, "InTrue@GRAD"), (pf, "InFalse@GRAD")):
+    for p, slot, src in ((pt, "InTrue@GRAD", "InTrue"), (pf, "InFalse@GRAD", "InFalse")):
         if ctx.has_output(slot):
-            ctx.set_output(slot, d[p])
+            # a branch that did not run has no value (and gets no rows)
+            v = ctx.scope.find_value(ctx.in_names[src][0]) if ctx.has_input(src) else None
+            ctx.set_output(slot, d[p], lod=(v._lod or None) if isinstance(v, LoDTensor)
+                           else None)
 
 
 # -- arrays <-> tensors along an axis -------------------------------------------------------
