@@ -1,22 +1,40 @@
 """Reference models used by the demo, the tests and the benchmarks.
 
 Each builder returns a :class:`Model`: its main and startup programs, the
-input/label variables, the prediction, the loss and the accuracy.  With
+input/label variables, the prediction, the loss and the accuracy (the autoencoder's
+``AutoencoderModel`` has neither label nor accuracy).  With
 ``optimizer=...`` the main program also trains (``optimizer.minimize(loss)``); a
 zero-argument factory is called inside the model's program guard, so that the
 optimizer can build its learning-rate schedule (``layers.exponential_decay`` ...) there;
 ``model.test_program`` is the inference clone taken before the backward pass.
+
+The digits models are here; MLPerf Tiny's ``resnet8``, ``ds_cnn`` and
+``fc_autoencoder`` (with ``AutoencoderModel``, ``macs`` and ``parameter_count``) live in
+:mod:`fluid_hw.frontend.tiny_models` and are importable from here too.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..ir import unique_name
 from ..ir.default_programs import program_guard
 from ..ir.program import Program, Variable
 from . import layers
+
+if TYPE_CHECKING:  # at run time through __getattr__ below
+    from .tiny_models import (
+        AutoencoderModel,
+        ds_cnn,
+        fc_autoencoder,
+        macs,
+        parameter_count,
+        resnet8,
+    )
+
+__all__ = ["AutoencoderModel", "Model", "digits_cnn", "digits_mlp", "ds_cnn", "fc_autoencoder",
+           "macs", "parameter_count", "resnet8"]
 
 
 @dataclass
@@ -78,3 +96,16 @@ def digits_cnn(channels: tuple[int, int] = (16, 32), seed: int = 1,
             h = layers.pool2d(h, pool_size=2, pool_type="max", pool_stride=2)
         logits = layers.fc(h, size=10)
         return _finish(main, startup, image, label, logits, optimizer)
+
+
+_TINY = ("AutoencoderModel", "resnet8", "ds_cnn", "fc_autoencoder", "macs",
+         "parameter_count")
+
+
+def __getattr__(name: str) -> Any:
+    """The MLPerf Tiny builders, from tiny_models (imported on first use: it imports
+    this module, so a top-level import here would be circular)."""
+    if name in _TINY:
+        from . import tiny_models
+        return getattr(tiny_models, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,7 +6,7 @@ every back end and ``fluid-hw compile`` run; :func:`quantize` rewrites an
 inference program into fixed point (docs/fixed_point.md).
 
 Passes (one file each): prune, dead_code_elimination, constant_folding,
-remove_identity, reshape_transpose_cancel, fc_fuse, conv_bn_fuse,
+remove_identity, reshape_transpose_cancel, fc_fuse, conv_bn_fuse, fc_bn_fuse,
 conv_elementwise_add_act_fuse, fuse_elewise_act, memory_reuse.
 """
 

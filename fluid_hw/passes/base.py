@@ -3,9 +3,9 @@
 A pass is ``apply(program, ctx=None) -> (program, changed)``.  It never mutates
 its input: :meth:`Pass.apply` clones the program and rewrites the copy.
 
-Passes that rewrite parameter *values* (``conv_bn_fuse``, ``constant_folding``)
-read them from ``ctx.scope`` -- a :class:`fluid_hw.ir.scope.Scope` or any mutable
-mapping of name -> numpy array -- and never overwrite a value there: they add
+Passes that rewrite parameter *values* (``conv_bn_fuse``, ``fc_bn_fuse``,
+``constant_folding``) read them from ``ctx.scope`` -- a :class:`fluid_hw.ir.scope.Scope`
+or any mutable mapping of name -> numpy array -- and never overwrite a value there: they add
 new persistable variables with fresh names to the returned program and write
 their values into that same scope (its *companion* scope).  The input program
 therefore still runs unchanged in the scope, and the output program runs in it
@@ -177,6 +177,7 @@ def _load() -> None:
             conv_bn_fuse,
             conv_elementwise_add_act_fuse,
             dead_code_elimination,
+            fc_bn_fuse,
             fc_fuse,
             fuse_elewise_act,
             memory_reuse,

@@ -176,6 +176,7 @@ INFERENCE_STEPS: tuple[str | tuple[str, ...], ...] = (
     ("remove_identity", "reshape_transpose_cancel", "constant_folding",
      "dead_code_elimination"),
     "conv_bn_fuse",
+    "fc_bn_fuse",
     "fc_fuse",
     "conv_elementwise_add_act_fuse",
     "fuse_elewise_act",
@@ -184,16 +185,19 @@ INFERENCE_STEPS: tuple[str | tuple[str, ...], ...] = (
 
 
 def inference_pipeline(*, memory_reuse: bool = False, fuse_elementwise: bool = True,
+                       fused_activations: tuple[str, ...] | None = None,
                        verify: bool = True, stop_after: str | None = None) -> PassManager:
     """The standard device-independent optimisation of an inference program, used by
     every back end and by ``fluid-hw compile``:
 
     prune to the fetch targets (test mode); then, to a fixpoint, remove_identity,
     reshape_transpose_cancel, constant_folding, dead_code_elimination; then fold
-    batch norms into convolutions and fuse fc, conv+bias+act and elementwise+act
-    chains; a last dead-code sweep.  ``memory_reuse=True`` (the CPU executor) appends
-    the buffer-sharing pass; ``fuse_elementwise=False`` leaves elementwise+activation
-    pairs alone (the quantiser wants them unfused).
+    batch norms into convolutions and fc layers and fuse fc, conv+bias+act and
+    elementwise+act chains; a last dead-code sweep.  ``memory_reuse=True`` (the CPU
+    executor) appends the buffer-sharing pass; ``fuse_elementwise=False`` leaves
+    elementwise+activation pairs alone (the quantiser wants them unfused);
+    ``fused_activations`` limits the activations fc / conv fusion takes in (the
+    quantiser: ``("relu",)``; another activation becomes a table of its own).
 
     Needs ``PassContext(scope=..., executor=..., fetch_names=...)`` (or a program
     with fetch ops) when run.
@@ -202,6 +206,9 @@ def inference_pipeline(*, memory_reuse: bool = False, fuse_elementwise: bool = T
     for s in INFERENCE_STEPS:
         if isinstance(s, tuple):
             steps.append(fixpoint(*s))
+        elif s in ("fc_fuse", "conv_elementwise_add_act_fuse") and \
+                fused_activations is not None:
+            steps.append(get_pass(s, activations=tuple(fused_activations)))  # type: ignore
         elif s != "fuse_elewise_act" or fuse_elementwise:
             steps.append(s)
     if memory_reuse:
