@@ -34,20 +34,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import floor
 from typing import Any, Protocol
 
-import numpy as np
-
 from fluid_hw.rtl import stage_lanes
 from fluid_hw.rtl._mem import BLOCK_ROM_BITS
-from fluid_hw.rtl._util import HardwareConfigError, ceil_log2
-from fluid_hw.rtl.mvau import mvau_latency
-from fluid_hw.rtl.requant import PARAM_ENTRY_BITS
-from fluid_hw.rtl.spec import ConvSpec, MaxPoolSpec, MVAUSpec, StageSpec
-from fluid_hw.rtl.stream import credit_depth
-from fluid_hw.rtl.swg import QUEUE_DEPTH as SWG_QUEUE_DEPTH
+from fluid_hw.rtl._util import HardwareConfigError
+from fluid_hw.rtl.spec import StageSpec, spec_from_structure
 
 from .folding import (
     FoldingBudget,
@@ -58,14 +52,9 @@ from .folding import (
     check_folding,
     ii_for_rate,
 )
-from .stages import (
-    ConvStage,
-    MaxPoolStage,
-    MVAUStage,
-    Resources,
-    estimate_pipeline,
-    estimate_stage,
-)
+from .kinds import KINDS, kind_of
+from .kinds._matrix import fifo_storage
+from .stages import Resources, estimate_pipeline, estimate_stage
 
 __all__ = ["AutoFoldError", "AutoFold", "Calibration", "CALIBRATION", "DEFAULT_FRACTION",
            "autofold", "device_estimate", "bridge_estimate", "specs_from_design", "fold_units",
@@ -168,31 +157,10 @@ def _maps_to_block(family: str, depth: int, width: int, kind: str) -> bool:
     return block < soft  # against soft logic: a tie stays in logic
 
 
-def _fifo_storage(depth: int) -> int:
-    """Entries of the memory in amaranth's SyncFIFOBuffered of ``depth`` (>= 3)."""
-    return max(3, depth) - 1
-
-
 def _memories(s: StageSpec, lanes: tuple[int, int]) -> list[tuple[int, int, str]]:
     """``(depth, width, kind)`` of every synchronously read memory of a stage (the
     block-RAM candidates): ``rom`` (initialised, constant) or ``ram``."""
-    out: list[tuple[int, int, str]] = []
-    if isinstance(s, MVAUSpec | ConvSpec):
-        const = "ram" if s.runtime else "rom"
-        for _ in range(s.pe):
-            out.append((s.nf * s.sf, 8 * s.simd, const))       # weights
-            out.append((s.nf, PARAM_ENTRY_BITS, const))         # bias, multiplier, shift
-        out.append((2 << ceil_log2(s.sf), 8 * s.simd, "ram"))  # input double buffer
-        depth = credit_depth(mvau_latency(s.simd, s.requantize), s.sf)
-        out.append((_fifo_storage(depth), s.out_bits * s.pe, "ram"))  # output queue
-    if isinstance(s, ConvSpec | MaxPoolSpec):
-        g = s.geometry
-        ln = s.window_lanes if isinstance(s, ConvSpec) else lanes[0]
-        rows = min(g.eff_kernel[0] + g.stride[0], g.height)
-        depth = 1 << (ceil_log2(rows) + ceil_log2(g.width) + ceil_log2(g.channels // ln))
-        out.append((depth, 8 * ln, "ram"))                      # line buffer
-        out.append((_fifo_storage(SWG_QUEUE_DEPTH), 8 * ln, "ram"))
-    return out
+    return kind_of(s).memories(s, lanes)
 
 
 def _block_ram(family: str, mems: Sequence[tuple[int, int, str]]) -> int:
@@ -208,10 +176,10 @@ def _link_memories(specs: Sequence[StageSpec], fifo_depth: int, in_lanes: int | 
     out = []
     bits = 8
     for s, (lin, _lout) in zip(specs, lanes):
-        out.append((_fifo_storage(fifo_depth), bits * lin, "ram"))
+        out.append((fifo_storage(fifo_depth), bits * lin, "ram"))
         bits = s.out_bits
     outl = out_lanes or lanes[-1][1]
-    out.append((_fifo_storage(fifo_depth), specs[-1].out_bits * outl, "ram"))
+    out.append((fifo_storage(fifo_depth), specs[-1].out_bits * outl, "ram"))
     return out
 
 
@@ -224,21 +192,10 @@ def _family(device: DeviceLike) -> str:
     return str(name)
 
 
-def _tree_bits(simd: int) -> int:
-    """Register bits of a PE's adder tree (as :mod:`.stages` counts them)."""
-    return sum(17 + lvl for lvl in range(ceil_log2(simd)) for _ in range(simd >> lvl))
-
-
 def _stage_lut(s: StageSpec, lanes: tuple[int, int], family: str) -> float:
     """The stage's share of the fitted LUT model (see :class:`Calibration`)."""
     cal = CALIBRATION[family]
-    lut = 0.0
-    if isinstance(s, MVAUSpec | ConvSpec):
-        lut += cal.per_pe * s.pe + cal.per_tree_bit * s.pe * _tree_bits(s.simd)
-        if s.runtime:
-            lut += cal.per_runtime_pe * s.pe
-    if isinstance(s, ConvSpec | MaxPoolSpec):
-        lut += cal.per_window
+    lut = float(kind_of(s).lut(s, lanes, cal))
     soft = {"rom": 0, "ram": 0}
     for d, w, k in _memories(s, lanes):
         if not _maps_to_block(family, d, w, k):
@@ -298,24 +255,13 @@ def _dsp_register_ffs(spec: StageSpec) -> int:
     """Flip-flops of a matrix stage that move into its DSPs with ``rtl._dsp``: the two
     16-bit product registers of each multiplier and the four 33-bit ones of each
     requantiser lane."""
-    if not isinstance(spec, MVAUSpec | ConvSpec):
+    if not spec.folds:
         return 0
-    return spec.pe * spec.simd * 32 + (spec.pe * 4 * 33 if spec.requantize else 0)
+    return spec.pe * spec.simd * 32 + \
+        (spec.pe * 4 * 33 if spec.requantize else 0)  # type: ignore[attr-defined]
 
 
 # ---- stage specs from data -------------------------------------------------------------
-
-
-def _zeros_for(st: dict[str, Any], mh: int, mw: int) -> dict[str, Any]:
-    """Placeholder arrays for a ``const`` stage rebuilt from its structure (the
-    estimates do not depend on the values)."""
-    arr: dict[str, Any] = {"weights": None}
-    if st.get("bias"):
-        arr["bias"] = np.zeros(mh, np.int64)
-    if st.get("requantize", True):
-        arr["multiplier"] = np.ones(mh, np.int64)
-        arr["shift"] = np.zeros(mh, np.int64)
-    return arr
 
 
 def specs_from_design(stages: Sequence[Mapping[str, Any]]) -> list[StageSpec]:
@@ -323,74 +269,27 @@ def specs_from_design(stages: Sequence[Mapping[str, Any]]) -> list[StageSpec]:
     ``stages``), with placeholder arrays: for estimates and folding, not hardware."""
     out: list[StageSpec] = []
     for st in stages:
-        kind = st.get("kind")
-        mode = st.get("mode", "const")
+        kind = KINDS.get(st.get("kind"))  # type: ignore[arg-type]
         try:
-            if kind == "mvau":
-                mw, mh = int(st["mw"]), int(st["mh"])
-                arr = _zeros_for(st, mh, mw) if mode == "const" else {}
-                if mode == "const":
-                    arr["weights"] = np.zeros((mh, mw), np.int64)
-                out.append(MVAUStage(st["name"], mw, mh, pe=int(st["pe"]), simd=int(st["simd"]),
-                                     relu=bool(st.get("relu")), weights_mode=mode,
-                                     requantize=bool(st.get("requantize", True)), **arr))
-            elif kind == "conv":
-                c = int(st["in_shape"][0])
-                m = int(st["out_channels"])
-                kh, kw = (int(v) for v in st["kernel"])
-                arr = _zeros_for(st, m, c * kh * kw) if mode == "const" else {}
-                if mode == "const":
-                    arr["weights"] = np.zeros((m, c, kh, kw), np.int64)
-                out.append(ConvStage(st["name"], tuple(st["in_shape"]), m, kernel=(kh, kw),
-                                     stride=tuple(st["stride"]), padding=tuple(st["padding"]),
-                                     dilation=tuple(st.get("dilation", (1, 1))),
-                                     pe=int(st["pe"]), simd=int(st["simd"]),
-                                     relu=bool(st.get("relu")), weights_mode=mode,
-                                     requantize=bool(st.get("requantize", True)), **arr))
-            elif kind == "maxpool":
-                out.append(MaxPoolStage(st["name"], tuple(st["in_shape"]),
-                                        kernel=tuple(st["kernel"]), stride=tuple(st["stride"]),
-                                        padding=tuple(st["padding"]), lanes=_pool_lanes(st)))
-            else:
-                raise AutoFoldError(f"stage {st.get('name')!r}: unknown kind {kind!r} "
-                                    "(mvau, conv, maxpool)")
-        except (KeyError, TypeError, ValueError) as e:
+            if kind is None:
+                spec_from_structure(dict(st))  # the error names the known kinds
+            out.append(kind.spec.from_structure(dict(st)))  # type: ignore[union-attr]
+        except (KeyError, TypeError, ValueError, IndexError) as e:
             raise AutoFoldError(f"stage {st.get('name')!r}: incomplete structure ({e!r}); "
                                 "recompile the build") from None
+        except HardwareConfigError as e:
+            raise AutoFoldError(str(e)) from None
     return out
 
 
 def refold(spec: StageSpec, pe: int, simd: int) -> StageSpec:
-    """A trial copy of a matrix stage with another folding (runtime weights, no arrays:
-    only its structure counts)."""
-    common = dict(pe=pe, simd=simd, relu=spec.relu, weights_mode="runtime",  # type: ignore
-                  requantize=spec.requantize)  # type: ignore[attr-defined]
-    if isinstance(spec, ConvSpec):
-        return ConvStage(spec.name, spec.in_shape, spec.out_channels, kernel=spec.kernel,
-                         stride=spec.stride, padding=spec.padding,  # type: ignore[arg-type]
-                         dilation=spec.dilation, **common)  # type: ignore[arg-type]
-    if isinstance(spec, MVAUSpec):
-        return MVAUStage(spec.name, spec.mw, spec.mh, **common)  # type: ignore[arg-type]
-    raise HardwareConfigError(f"stage {spec.name!r} has no folding")
-
-
-def _const_like(spec: StageSpec, trial: StageSpec) -> StageSpec:
-    """``trial``'s folding with ``spec``'s weight mode (const memories differ in cost)."""
-    if spec.runtime or not isinstance(spec, MVAUSpec | ConvSpec):
-        return trial
-    mh, mw = spec.mh, spec.mw
-    arr = dict(weights=np.zeros((mh, mw), np.int64) if isinstance(spec, MVAUSpec)
-               else np.zeros((spec.out_channels, spec.in_shape[0], *spec.kernel), np.int64),
-               bias=None if spec.bias is None else np.zeros(mh, np.int64))
-    if spec.requantize:
-        arr.update(multiplier=np.ones(mh, np.int64), shift=np.zeros(mh, np.int64))
-    common = dict(pe=trial.pe, simd=trial.simd, relu=spec.relu,  # type: ignore[attr-defined]
-                  weights_mode="const", requantize=spec.requantize, **arr)
-    if isinstance(spec, ConvSpec):
-        return ConvStage(spec.name, spec.in_shape, spec.out_channels, kernel=spec.kernel,
-                         stride=spec.stride, padding=spec.padding,  # type: ignore[arg-type]
-                         dilation=spec.dilation, **common)  # type: ignore[arg-type]
-    return MVAUStage(spec.name, spec.mw, spec.mh, **common)  # type: ignore[arg-type]
+    """A copy of a folding stage with another folding (same weight mode and arrays: a
+    const stage's memories cost differently from a runtime one's)."""
+    if not spec.folds:
+        raise HardwareConfigError(f"stage {spec.name!r} has no folding")
+    if (pe, simd) == (spec.pe, spec.simd):  # type: ignore[attr-defined]
+        return spec
+    return replace(spec, pe=pe, simd=simd)  # type: ignore[type-var]
 
 
 @dataclass
@@ -419,18 +318,19 @@ def fold_units(specs: Sequence[StageSpec], family: str = "ecp5") -> list[FoldUni
     specs = list(specs)
     units: list[FoldUnit] = []
     for k, s in enumerate(specs):
-        if not isinstance(s, MVAUSpec | ConvSpec):
+        if not s.folds:
             continue
         tail = []
         for t in specs[k + 1:]:
-            if isinstance(t, MVAUSpec | ConvSpec):
+            if t.folds:
                 break
             tail.append(t)
 
         def make(pe: int, simd: int, s: StageSpec = s, tail: list[StageSpec] = tail
                  ) -> list[StageSpec]:
-            return [_const_like(s, refold(s, pe, simd)), *tail]
-        units.append(_DeviceUnit(s.name, s.mw, s.mh, make, family=family))
+            return [refold(s, pe, simd), *tail]
+        units.append(_DeviceUnit(s.name, s.mw, s.mh, make,  # type: ignore[attr-defined]
+                                 family=family))
     return units
 
 
@@ -438,8 +338,8 @@ def _apply(specs: Sequence[StageSpec], folding: Mapping[str, tuple[int, int]]
            ) -> list[StageSpec]:
     out = []
     for s in specs:
-        if s.name in folding and isinstance(s, MVAUSpec | ConvSpec):
-            out.append(_const_like(s, refold(s, *folding[s.name])))
+        if s.name in folding and s.folds:
+            out.append(refold(s, *folding[s.name]))
         else:
             out.append(s)
     return out
@@ -499,7 +399,7 @@ def _ways_out(family: str, over: Mapping[str, int], device: DeviceLike,
     tips = []
     res = getattr(device, "resources", {})
     if "bram" in over:
-        const = any(isinstance(s, MVAUSpec | ConvSpec) and not s.runtime for s in specs)
+        const = any(s.folds and not s.runtime for s in specs)
         if family == "ice40" and res.get("spram", 0):
             tips.append(f"keep the weights in the {res['spram']} SPRAMs (256 kbit each), "
                         "loaded at run time (--weights runtime); weight memories in SPRAM are "
@@ -575,14 +475,6 @@ def autofold(specs: Sequence[StageSpec], device: DeviceLike, *,
     return AutoFold({u.name: folding[u.name] for u in units}, dev_name, family, fraction,
                     res, available, limits, est.initiation_interval, est.latency_cycles,
                     est.bottleneck, clock_mhz, fixed, target_fps)
-
-
-def _pool_lanes(st: Mapping[str, Any]) -> int | None:
-    """A pool's lanes: design.json holds the stage's (in, out) lanes, equal for a pool."""
-    lanes = st.get("lanes")
-    if isinstance(lanes, list | tuple):
-        return int(lanes[0])
-    return None if lanes is None else int(lanes)
 
 
 def _no_fit(specs: Sequence[StageSpec], units: Sequence[FoldUnit], device: DeviceLike,

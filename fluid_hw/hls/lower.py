@@ -9,12 +9,16 @@
     low.estimate()      # hls.stages.estimate_pipeline: cycles, II, latency, resources
     low.specs_with(v)   # the same stages with other parameter values (runtime weights)
 
-Stages (docs/fixed_point.md): ``quantized_fc`` | ``quantized_conv2d`` + ``requantize``
-(an integer ``relu`` after it, or after max pooling/layout behind it, becomes the
-lower clamp) -> an MVAU or convolution stage; a max ``quantized_pool2d`` -> a pooling
-stage.  ``reshape2`` / ``flatten2`` / ``transpose2`` between stages move no data in
-hardware: the lowering follows, for every value, which logical element each stream
-position carries (``stream_perm``), so
+Stages: each op that begins a stage is matched by one row of the stage-kind registry
+(:mod:`.kinds`: ``mvau``, ``conv``, ``dwconv``, ``maxpool``, ``avgpool``, ``table``),
+which makes the stage from it and the ops behind it (a ``requantize``); an integer
+``relu`` becomes the lower clamp of the stage before it (through max pooling and
+layout, which commute with it).  Discovery (program -> stages) happens once; a
+folding only turns the stages into specs (:func:`build`).
+
+``reshape2`` / ``flatten2`` / ``transpose2`` between stages move no data in hardware:
+the lowering follows, for every value, which logical element each stream position
+carries (``stream_perm``), so
 
 * an image stage streams HWC (channel fastest): a convolution or pool needs its input
   in that order -- for the first stage the host permutes the input (``in_perm``);
@@ -30,9 +34,8 @@ The host programs around the accelerator come from :mod:`.partition`.  Layer nam
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -41,118 +44,32 @@ import numpy as np
 from fluid_hw.rtl import AcceleratorTop, HardwareConfigError, design_hash, hwc_order, stage_lanes
 from fluid_hw.rtl.spec import StageSpec
 
-from ..errors import FluidError
 from ..ir import dtypes
-from ..ir.lod import LoDTensor
-from ..ir.ops.nn import window_geometry
 from ..ir.program import Operator, Program
 from .folding import DEFAULT_BUDGET, FoldingBudget, FoldUnit, balance, check_folding
+from .kinds import get_kind, kind_for_op, kind_of
 from .partition import LAYOUT_OPS, LoweringError, Partition, main_output, partition
-from .stages import ConvStage, MaxPoolStage, MVAUStage, PipelineEstimate, estimate_pipeline
+from .stage_info import (
+    INT8,
+    INT32,
+    Cursor,
+    FixedPoint,
+    LoweredStage,
+    Values,
+    layer_name,
+)
+from .stages import PipelineEstimate, estimate_pipeline
 
-__all__ = ["FixedPoint", "LoweredStage", "Lowered", "lower", "fifo_depths", "layer_name",
-           "lowering_hash", "mac_count"]
-
-Values = Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class FixedPoint:
-    """An integer format: ``bits`` wide, values in ``[lo, hi]``, real value ``q * scale``
-    (``scale`` None where the program does not record it)."""
-
-    bits: int
-    lo: int
-    hi: int
-    scale: float | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"bits": self.bits, "lo": self.lo, "hi": self.hi, "scale": self.scale}
-
-
-INT8 = FixedPoint(8, -128, 127)
-INT32 = FixedPoint(32, -2**31, 2**31 - 1)
-
-
-@dataclass
-class LoweredStage:
-    """One hardware stage and where it came from.
-
-    ``ops``: indices of the program ops it implements; ``in_var``/``out_var``: the
-    program values at its input and output (``out_var``'s golden value, with ``relu``
-    applied when ``golden_relu``, is what the stage streams, in ``stream_perm``
-    order: stream position ``j`` carries element ``stream_perm[j]`` of one example's
-    flattened ``out_var``); ``params``: slot -> program variable (weights, bias,
-    multiplier, shift); ``layout``: how the weights were rearranged."""
-
-    name: str
-    op: str
-    ops: list[int]
-    in_var: str
-    out_var: str
-    in_shape: tuple[int, ...]
-    out_shape: tuple[int, ...]
-    in_format: FixedPoint
-    out_format: FixedPoint
-    stream_perm: np.ndarray
-    params: dict[str, str | None] = field(default_factory=dict)
-    layout: dict[str, Any] = field(default_factory=dict)
-    geometry: dict[str, Any] = field(default_factory=dict)
-    relu: bool = False
-    requantize: bool = True
-    golden_relu: bool = False
-    col_perm: np.ndarray | None = None
-    spec: StageSpec | None = None
-
-    @property
-    def is_matrix(self) -> bool:
-        return self.op in ("quantized_fc", "quantized_conv2d")
-
-    @property
-    def mw(self) -> int:
-        if self.op == "quantized_fc":
-            return int(np.prod(self.in_shape))
-        _m, c, kh, kw = self.geometry["filter"]
-        return c * kh * kw
-
-    @property
-    def mh(self) -> int:
-        return int(self.out_shape[0])
-
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "op": self.op, "ops": self.ops, "in_var": self.in_var,
-                "out_var": self.out_var, "in_shape": list(self.in_shape),
-                "out_shape": list(self.out_shape), "in_format": self.in_format.as_dict(),
-                "out_format": self.out_format.as_dict(), "params": self.params,
-                "layout": self.layout, "relu": self.relu, "requantize": self.requantize,
-                "golden_relu": self.golden_relu}
-
-
-def layer_name(*candidates: str | None) -> str:
-    """A stage name from the first program name given: its prefix before the first
-    dot (``fc_0.w_0.int8`` -> ``fc_0``), as a Verilog-safe identifier."""
-    for c in candidates:
-        if c:
-            base = re.sub(r"\W", "_", c.split(".")[0]) or "stage"
-            return base if not base[0].isdigit() else f"s_{base}"
-    return "stage"
-
-
-def _value(values: Values, name: str) -> np.ndarray:
-    find = getattr(values, "find_value", None)
-    v = find(name) if find is not None else values.get(name)
-    if v is None:
-        raise LoweringError(f"parameter {name!r} has no value: load the model's parameters "
-                            "(io.load_inference_model) into the scope given to lower()")
-    return np.asarray(v.data if isinstance(v, LoDTensor) else v)
+__all__ = ["FixedPoint", "LoweredStage", "Lowered", "Discovery", "discover", "build", "lower",
+           "fifo_depths", "layer_name", "lowering_hash", "mac_count", "INT8", "INT32"]
 
 
 class _Builder:
-    """Walks the hardware chain of a partition into LoweredStages (no folding yet)."""
+    """Walks the hardware chain of a partition into LoweredStages (no folding yet); the
+    stage kinds call back into it for shapes, names and checks."""
 
-    def __init__(self, part: Partition, values: Values) -> None:
+    def __init__(self, part: Partition) -> None:
         self.part = part
-        self.values = values
         self.program: Program = part.program
         self.gb = self.program.global_block()
         self.ops = list(self.gb.ops)
@@ -160,7 +77,7 @@ class _Builder:
         self.names: set[str] = set()
         self.in_perm = np.zeros(0, np.int64)
 
-    # -- helpers
+    # -- helpers for the kinds
     def shape(self, name: str, op: Operator) -> tuple[int, ...]:
         s = tuple(int(d) for d in self.gb.var(name).shape)
         if len(s) < 2 or any(d < 1 for d in s[1:]):
@@ -199,244 +116,102 @@ class _Builder:
     # -- the walk
     def run(self) -> None:
         chain = self.part.hw
-        cur = self.part.hw_input
         first_op = self.ops[chain[0]]
-        self.check_int8(cur, first_op)
-        shape = self.shape(cur, first_op)
+        var = self.part.hw_input
+        self.check_int8(var, first_op)
+        shape = self.shape(var, first_op)
         # the host chooses the first stage's input order: HWC for an image stage
-        perm = hwc_order(*shape) if first_op.type == "quantized_conv2d" and \
-            len(shape) == 3 else np.arange(int(np.prod(shape)))
+        first_kind = kind_for_op(self.program, first_op)
+        image = len(shape) == 3 and first_kind is not None and first_kind.name != "mvau"
+        perm = hwc_order(*shape) if image else np.arange(int(np.prod(shape)))
         self.in_perm = perm
-        fmt = self.in_format()
-        last_matrix: LoweredStage | None = None
+        cur = Cursor(var, shape, perm, self.in_format())
         k = 0
         while k < len(chain):
             i = chain[k]
             op = self.ops[i]
-            t = op.type
-            if t in LAYOUT_OPS:
-                out = main_output(op)
-                new_shape = self.shape(out, op)
-                if t == "transpose2":
-                    axis = [int(a) for a in op.attr("axis")]
-                    if axis[0] != 0:
-                        raise LoweringError(f"transpose2 (-> {out}) moves the batch axis "
-                                            f"(axis={axis}); only per-example transposes "
-                                            "lower to the accelerator")
-                    t_idx = np.arange(perm.size).reshape(shape).transpose(
-                        [a - 1 for a in axis[1:]]).reshape(-1)
-                    inv = np.empty_like(t_idx)
-                    inv[t_idx] = np.arange(t_idx.size)
-                    perm = inv[perm]
-                shape, cur = new_shape, out
-                self.stages[-1].ops.append(i)
+            if op.type in LAYOUT_OPS:
+                cur = self.layout(i, op, cur)
                 k += 1
-            elif t in ("quantized_fc", "quantized_conv2d"):
-                st, used = self.matrix(chain, k, cur, shape, perm, fmt)
+            elif op.type == "relu":
+                cur = self.relu(i, op, cur)
+                k += 1
+            else:
+                kind = kind_for_op(self.program, op)
+                if kind is None:  # pragma: no cover - partition() lets lowerable ops only
+                    raise LoweringError(f"{op.type} (-> {main_output(op)}) has no hardware "
+                                        "lowering")
+                st, used = kind.lower(self, chain, k, cur)
                 self.stages.append(st)
-                last_matrix = st
-                cur, shape, perm, fmt = st.out_var, st.out_shape, st.stream_perm, st.out_format
+                cur = Cursor(st.out_var, st.out_shape, st.stream_perm, st.out_format)
                 k += used
-            elif t == "quantized_pool2d":
-                st = self.pool(i, op, cur, shape, perm, fmt)
-                self.stages.append(st)
-                cur, shape, perm = st.out_var, st.out_shape, st.stream_perm
-                k += 1
-            elif t == "relu":
-                if last_matrix is None or not last_matrix.requantize:
-                    raise LoweringError(f"relu (-> {main_output(op)}) does not follow a "
-                                        "requantize (through max pooling or layout only), so "
-                                        "it cannot become a clamp of a hardware stage")
-                k0 = self.stages.index(last_matrix)
-                direct = k0 == len(self.stages) - 1 and cur == last_matrix.out_var
-                last_matrix.relu = True
-                for s in self.stages[k0:]:
-                    s.out_format = FixedPoint(8, 0, 127, s.out_format.scale)
-                    s.golden_relu = s.golden_relu or not direct
-                if direct:  # the stage's value is now the relu's output
-                    last_matrix.out_var = main_output(op)
-                fmt = FixedPoint(8, 0, 127, fmt.scale)
-                self.stages[-1].ops.append(i)
-                cur = main_output(op)
-                k += 1
-            else:  # pragma: no cover - partition() only lets lowerable ops through
-                raise LoweringError(f"{t} (-> {main_output(op)}) has no hardware lowering")
 
-    def matrix(self, chain: list[int], k: int, cur: str, shape: tuple[int, ...],
-               perm: np.ndarray, fmt: FixedPoint) -> tuple[LoweredStage, int]:
-        i = chain[k]
-        op = self.ops[i]
-        t = op.type
-        conv = t == "quantized_conv2d"
-        acc = main_output(op)
-        wname = op.input("Filter" if conv else "W")[0]
-        bname = (op.input("Bias") or [None])[0]
-        name = self.unique(layer_name(wname, acc))
-        wv = self.gb.var(wname)
-        if wv.dtype != dtypes.VarType.INT8:
-            raise LoweringError(f"{t} {name!r}: weights {wname!r} are {wv.dtype_name}; the "
-                                "accelerator's multipliers take int8 (quantise with "
-                                "weight_bits 8 or 4)")
-        ops_used = [i]
-        req = None
-        if k + 1 < len(chain) and self.ops[chain[k + 1]].type == "requantize":
-            req = self.ops[chain[k + 1]]
-            ops_used.append(chain[k + 1])
-        elif k + 1 < len(chain):
-            nxt = self.ops[chain[k + 1]]
-            raise LoweringError(f"{t} {name!r} (-> {acc}) is followed by {nxt.type}, not "
-                                "requantize: only the last stage may stream int32 values")
-        params: dict[str, str | None] = {"weights": wname, "bias": bname,
-                                         "multiplier": None, "shift": None}
-        if req is not None:
-            if req.attr("bits") != 8:
-                raise LoweringError(f"requantize (-> {main_output(req)}) of layer {name!r} "
-                                    f"makes {req.attr('bits')}-bit values; the accelerator "
-                                    "streams int8 (activation_bits=8)")
-            params["multiplier"] = req.input("Multiplier")[0]
-            params["shift"] = req.input("Shift")[0]
-            out = main_output(req)
-            relu = bool(req.attr("relu"))
-            scale = float(req.attr("out_scale")) or None
-            out_fmt = FixedPoint(8, 0 if relu else -128, 127, scale)
-        else:
-            out, relu, out_fmt = acc, False, INT32
-        geometry: dict[str, Any] = {}
-        layout: dict[str, Any] = {}
-        col_perm = None
-        if conv:
-            if len(shape) != 3:
-                raise LoweringError(f"quantized_conv2d {name!r} reads {cur!r} of shape "
-                                    f"{list(shape)}; expected [C, H, W]")
-            if not np.array_equal(perm, hwc_order(*shape)):
-                raise LoweringError(
-                    f"quantized_conv2d {name!r} reads {cur!r}, which arrives in an order "
-                    "that is not HWC (a fully-connected output reshaped into an image, or a "
-                    "transpose); the accelerator has no reordering stage. Reshape before "
-                    "the fully-connected layer instead, or keep that part on the CPU")
-            if op.attr("groups") != 1:
-                raise LoweringError(f"quantized_conv2d {name!r}: groups={op.attr('groups')} "
-                                    "(grouped/depthwise convolution) has no hardware lowering "
-                                    "yet; only groups=1")
-            filt = tuple(int(d) for d in wv.shape)
-            c, h, w = shape
-            if filt[1] != c:
-                raise LoweringError(f"quantized_conv2d {name!r}: its filter {wname!r} "
-                                    f"{list(filt)} expects {filt[1]} input channels, the input "
-                                    f"{cur!r} has {c}")
-            (oh, ow), pads, dil = self._window(op, name, (h, w), filt[2:],
-                                               op.attr("strides"), op.attr("paddings"),
-                                               op.attr("dilations"), False)
-            geometry = {"filter": list(filt), "stride": [int(s) for s in op.attr("strides")],
-                        "padding": pads, "dilation": dil}
-            out_shape: tuple[int, ...] = (filt[0], oh, ow)
-            stream_perm = hwc_order(*out_shape)
-            layout = {"weights": "Filter [M, C, kh, kw] -> matrix [M, (ky*kw + kx)*C + c]",
-                      "stream": "HWC"}
-        else:
-            kk, cc = (int(d) for d in wv.shape)
-            n_in = int(np.prod(shape))
-            if n_in != kk:
-                raise LoweringError(f"quantized_fc {name!r} reads {n_in} values per example "
-                                    f"but its weights {wname!r} are [{kk}, {cc}]")
-            col_perm = np.asarray(perm)
-            ident = np.array_equal(col_perm, np.arange(kk))
-            img = self.stages[-1].out_shape if self.stages else ()
-            hwc = len(img) == 3 and int(np.prod(img)) == kk and \
-                np.array_equal(col_perm, hwc_order(*img))
-            layout = {"weights": "W [K, C] transposed to [C, K]",
-                      "columns": "identity" if ident else "hwc" if hwc else "permuted"}
-            out_shape = (cc,)
-            stream_perm = np.arange(cc)
-        st = LoweredStage(name, t, ops_used, cur, out, shape, out_shape, fmt, out_fmt,
-                          stream_perm, params, layout, geometry, relu, req is not None,
-                          col_perm=col_perm)
-        return st, len(ops_used)
-
-    def _window(self, op: Operator, name: str, hw: tuple[int, int], k: Sequence[int],
-                strides: Sequence[int], paddings: Sequence[int], dilations: Sequence[int],
-                ceil_mode: bool) -> tuple[tuple[int, int], list[int], list[int]]:
-        """Output size, pads (top, left, bottom, right) and dilation of a window op."""
-        try:
-            out, pads, dil = window_geometry(list(hw), list(k), list(strides),
-                                             list(paddings), list(dilations),
-                                             op.attr("padding_algorithm"), ceil_mode)
-        except FluidError as e:
-            raise LoweringError(f"{op.type} {name!r}: {e}") from None
-        top, bottom, left, right = pads
-        if ceil_mode:  # the last window may hang over: more bottom/right padding
-            bottom = max(bottom, (out[0] - 1) * strides[0] + dil[0] * (k[0] - 1) + 1
-                         - hw[0] - top)
-            right = max(right, (out[1] - 1) * strides[1] + dil[1] * (k[1] - 1) + 1
-                        - hw[1] - left)
-        return (out[0], out[1]), [top, left, bottom, right], dil
-
-    def pool(self, i: int, op: Operator, cur: str, shape: tuple[int, ...], perm: np.ndarray,
-             fmt: FixedPoint) -> LoweredStage:
+    def layout(self, i: int, op: Operator, cur: Cursor) -> Cursor:
         out = main_output(op)
-        name = self.unique(layer_name(out))
-        if len(shape) != 3:
-            raise LoweringError(f"quantized_pool2d {name!r} reads {cur!r} of shape "
-                                f"{list(shape)}; expected [C, H, W]")
-        if not np.array_equal(perm, hwc_order(*shape)):
-            raise LoweringError(f"quantized_pool2d {name!r} reads {cur!r} in an order that is "
-                                "not HWC; the accelerator has no reordering stage")
-        c, h, w = shape
-        if op.attr("global_pooling"):
-            (oh, ow), pads, k, s = (1, 1), [0, 0, 0, 0], [h, w], [1, 1]
-        else:
-            k = [int(v) for v in op.attr("ksize")]
-            s = [int(v) for v in op.attr("strides")]
-            (oh, ow), pads, _ = self._window(op, name, (h, w), k, s, op.attr("paddings"),
-                                             [1, 1], bool(op.attr("ceil_mode")))
-        out_shape = (c, oh, ow)
-        return LoweredStage(name, "quantized_pool2d", [i], cur, out, shape, out_shape, fmt,
-                            fmt, hwc_order(*out_shape), {}, {"stream": "HWC"},
-                            {"kernel": k, "stride": s, "padding": pads})
+        new_shape = self.shape(out, op)
+        perm = cur.perm
+        if op.type == "transpose2":
+            axis = [int(a) for a in op.attr("axis")]
+            if axis[0] != 0:
+                raise LoweringError(f"transpose2 (-> {out}) moves the batch axis "
+                                    f"(axis={axis}); only per-example transposes lower to the "
+                                    "accelerator")
+            t_idx = np.arange(perm.size).reshape(cur.shape).transpose(
+                [a - 1 for a in axis[1:]]).reshape(-1)
+            inv = np.empty_like(t_idx)
+            inv[t_idx] = np.arange(t_idx.size)
+            perm = inv[perm]
+        self.stages[-1].ops.append(i)
+        return Cursor(out, new_shape, perm, cur.fmt)
+
+    def relu(self, i: int, op: Operator, cur: Cursor) -> Cursor:
+        """Fold an integer relu into the clamp of the stage computing its input (through
+        stages that commute with it: max pooling)."""
+        k0 = len(self.stages) - 1
+        while k0 >= 0 and get_kind(self.stages[k0].kind).relu_commutes:
+            k0 -= 1
+        st = self.stages[k0] if k0 >= 0 else None
+        if st is None or not st.requantize:
+            raise LoweringError(f"relu (-> {main_output(op)}) does not follow a stage with a "
+                                "clamp (a requantize, an average pool or a table; through max "
+                                "pooling or layout only), so it cannot become a clamp of a "
+                                "hardware stage")
+        direct = k0 == len(self.stages) - 1 and cur.var == st.out_var
+        st.relu = True
+        for s in self.stages[k0:]:
+            s.out_format = s.out_format.clamped_below(0)
+            s.golden_relu = s.golden_relu or not direct
+        if direct:  # the stage's value is now the relu's output
+            st.out_var = main_output(op)
+        self.stages[-1].ops.append(i)
+        return Cursor(main_output(op), cur.shape, cur.perm, cur.fmt.clamped_below(0))
 
 
-def _broadcast(arr: np.ndarray, n: int, what: str, stage: str) -> np.ndarray:
-    a = np.asarray(arr).reshape(-1)
-    if a.size == 1:
-        return np.full(n, a[0], dtype=a.dtype)
-    if a.size != n:
-        raise LoweringError(f"stage {stage!r}: {what} has {a.size} values, expected 1 or {n}")
-    return a
+@dataclass
+class Discovery:
+    """The stages of a program before any folding: what :func:`discover` finds once and
+    :func:`build` turns into hardware for each folding tried."""
+
+    partition: Partition
+    stages: list[LoweredStage]
+    in_perm: np.ndarray
+
+
+def discover(program: Program, feed_names: Sequence[str] | None = None,
+             fetch_names: Sequence[str] | None = None) -> Discovery:
+    """Partition a quantised inference program and find its hardware stages."""
+    part = partition(program, feed_names, fetch_names)
+    b = _Builder(part)
+    b.run()
+    return Discovery(part, b.stages, np.asarray(b.in_perm))
 
 
 def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode: str
                ) -> StageSpec:
-    """The hls.stages object of a lowered stage (arrays from ``values``; none: a trial
+    """The spec of a lowered stage for a folding (arrays from ``values``; none: a trial
     spec for costing)."""
-    arrays: dict[str, Any] = {}
-    if values is not None and st.is_matrix:
-        w = _value(values, st.params["weights"])  # type: ignore[arg-type]
-        if st.op == "quantized_fc":
-            w = np.asarray(w).T[:, st.col_perm]
-        arrays["weights"] = w
-        if st.params.get("bias"):
-            arrays["bias"] = _value(values, st.params["bias"]).reshape(-1)  # type: ignore
-        if st.requantize:
-            for slot in ("multiplier", "shift"):
-                arrays[slot] = _broadcast(_value(values, st.params[slot]),  # type: ignore
-                                          st.mh, slot, st.name)
-    elif st.is_matrix and st.requantize and values is None:
-        mode = "runtime"
     try:
-        if st.op == "quantized_fc":
-            return MVAUStage(st.name, st.mw, st.mh, pe=pe, simd=simd, relu=st.relu,
-                             weights_mode=mode, requantize=st.requantize, **arrays)
-        if st.op == "quantized_conv2d":
-            g = st.geometry
-            m, _c, kh, kw = g["filter"]
-            top, left, bottom, right = g["padding"]
-            return ConvStage(st.name, st.in_shape, m, kernel=(kh, kw),  # type: ignore[arg-type]
-                             stride=tuple(g["stride"]), padding=(top, left, bottom, right),
-                             dilation=tuple(g["dilation"]), pe=pe, simd=simd, relu=st.relu,
-                             weights_mode=mode, requantize=st.requantize, **arrays)
-        g = st.geometry
-        return MaxPoolStage(st.name, st.in_shape, kernel=tuple(g["kernel"]),  # type: ignore
-                            stride=tuple(g["stride"]), padding=tuple(g["padding"]))
+        return get_kind(st.kind).make_spec(st, values, pe, simd, mode)
     except HardwareConfigError as e:
         raise LoweringError(f"{st.op} {st.name!r} (ops {st.ops}): {e}") from None
 
@@ -454,17 +229,12 @@ def fifo_depths(specs: Sequence[StageSpec], ii: int) -> list[int]:
     burst, peak = 1, 1.0  # the input port: one beat per cycle
     for s, (lin, lout) in zip(specs, lanes):
         avg = s.in_len / max(1, ii)  # elements the consumer takes per cycle on average
-        if isinstance(s, MVAUStage):
-            own = s.in_len
-        else:
-            c, _h, w = s.in_shape  # type: ignore[attr-defined]
-            own = w * c
+        own = kind_of(s).buffer(s)
         need = burst * max(0.0, 1 - avg / peak) - own
         depths.append(max(2, int(np.ceil(need / lin))))
         sf = getattr(s, "sf", 0)
         if sf == 1:  # a matrix stage that emits its output beats back to back
-            per = getattr(s, "nf", 1) * lout
-            burst, peak = (s.out_len if isinstance(s, MVAUStage) else per), float(lout)
+            burst, peak = getattr(s, "nf", 1) * lout, float(lout)
         else:
             burst, peak = lout, float(lout) / max(1, sf)
     depths.append(2)  # the output port takes a beat every cycle
@@ -570,11 +340,11 @@ class Lowered:
 def _units(stages: list[LoweredStage]) -> list[FoldUnit]:
     units = []
     for k, s in enumerate(stages):
-        if not s.is_matrix:
+        if not s.folds:
             continue
         tail = []
         for t in stages[k + 1:]:
-            if t.is_matrix:
+            if t.folds:
                 break
             tail.append(t)
 
@@ -586,23 +356,15 @@ def _units(stages: list[LoweredStage]) -> list[FoldUnit]:
     return units
 
 
-def lower(program: Program, values: Values, *, folding: Mapping[str, tuple[int, int]]
+def build(found: Discovery, values: Values, *, folding: Mapping[str, tuple[int, int]]
           | None = None, budget: FoldingBudget | None = DEFAULT_BUDGET,
-          ii_target: int | None = None, weights: str = "const",
-          feed_names: Sequence[str] | None = None,
-          fetch_names: Sequence[str] | None = None) -> Lowered:
-    """Lower a quantised inference program (see the module docstring).
-
-    ``values``: the parameters (a Scope or a dict name -> array); ``folding``: per-layer
-    ``(pe, simd)``, the other layers balanced within ``budget`` (:func:`.balance`);
-    ``weights``: ``"const"`` (built into the design) or ``"runtime"`` (loaded through
-    the register interface)."""
+          ii_target: int | None = None, weights: str = "const") -> Lowered:
+    """The discovered stages as hardware: ``folding`` per layer ``(pe, simd)``, the other
+    layers balanced within ``budget`` (:func:`.balance`); parameter arrays from
+    ``values``.  The discovery is not changed (each build gets its own stage copies)."""
     if weights not in ("const", "runtime"):
         raise LoweringError(f"weights must be 'const' or 'runtime', not {weights!r}")
-    part = partition(program, feed_names, fetch_names)
-    b = _Builder(part, values)
-    b.run()
-    stages = b.stages
+    stages = [replace(s, ops=list(s.ops), spec=None) for s in found.stages]
     units = _units(stages)
     given = dict(folding or {})
     check_folding(units, given)
@@ -613,9 +375,26 @@ def lower(program: Program, values: Values, *, folding: Mapping[str, tuple[int, 
         s.spec = _make_spec(s, values, pe, simd, weights)
     specs = [s.spec for s in stages]
     ii = estimate_pipeline(specs).initiation_interval  # type: ignore[arg-type]
-    low = Lowered(part, stages, fold, weights, np.asarray(b.in_perm),
-                  fifo_depths(specs, ii), budget)  # type: ignore[arg-type]
-    return low
+    return Lowered(found.partition, stages, fold, weights, found.in_perm,
+                   fifo_depths(specs, ii), budget)  # type: ignore[arg-type]
+
+
+def lower(program: Program, values: Values, *, folding: Mapping[str, tuple[int, int]]
+          | None = None, budget: FoldingBudget | None = DEFAULT_BUDGET,
+          ii_target: int | None = None, weights: str = "const",
+          feed_names: Sequence[str] | None = None,
+          fetch_names: Sequence[str] | None = None) -> Lowered:
+    """Lower a quantised inference program (see the module docstring): :func:`discover`
+    then :func:`build`.
+
+    ``values``: the parameters (a Scope or a dict name -> array); ``folding``: per-layer
+    ``(pe, simd)``, the other layers balanced within ``budget`` (:func:`.balance`);
+    ``weights``: ``"const"`` (built into the design) or ``"runtime"`` (loaded through
+    the register interface)."""
+    if weights not in ("const", "runtime"):
+        raise LoweringError(f"weights must be 'const' or 'runtime', not {weights!r}")
+    return build(discover(program, feed_names, fetch_names), values, folding=folding,
+                 budget=budget, ii_target=ii_target, weights=weights)
 
 
 def lowering_hash(low: Lowered) -> str:
@@ -625,11 +404,6 @@ def lowering_hash(low: Lowered) -> str:
 
 
 def mac_count(spec: StageSpec) -> int:
-    """Multiply-accumulates per inference of a matrix stage (0 for others)."""
-    if isinstance(spec, MVAUStage):
-        return spec.mw * spec.mh
-    if isinstance(spec, ConvStage):
-        oh, ow = spec.geometry.out_hw
-        return spec.mw * spec.mh * oh * ow
-    return 0
+    """Multiply-accumulates per inference of a stage (0 for stages without multipliers)."""
+    return spec.macs()
 

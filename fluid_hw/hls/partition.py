@@ -6,9 +6,10 @@ A quantised program (``fluid_hw.passes.quantize``, docs/fixed_point.md) reads::
          -> [trailing host ops: softmax, arg_max, ...] -> fetch
 
 The **hardware chain** is one linear run of ops, each reading the previous one's
-output: ``quantized_fc`` / ``quantized_conv2d`` + ``requantize`` (an integer
-``relu`` after it is folded into the lower clamp), max ``quantized_pool2d``, and the
-layout ops ``reshape2`` / ``flatten2`` / ``transpose2`` between them.  Everything
+output: ops that begin a stage of one of the stage kinds (:mod:`.kinds`:
+``quantized_fc`` / ``quantized_conv2d`` + ``requantize``, ``quantized_pool2d``,
+``quantized_table``; an integer ``relu`` is folded into a clamp), and the layout
+ops ``reshape2`` / ``flatten2`` / ``transpose2`` between them.  Everything
 before its first layer is the **pre** host program (quantising the float input),
 everything after its last stage the **post** host program (dequantising, softmax,
 arg_max...), both run by the CPU executor.  An op without a hardware lowering
@@ -56,13 +57,18 @@ def _is_int(program: Program, name: str) -> bool:
     return gb.has_var(name) and dtypes.is_integer(gb.var(name).dtype)
 
 
+def starts_stage(program: Program, op: Operator) -> bool:
+    """Whether ``op`` begins a hardware stage of some kind (:mod:`.kinds`)."""
+    from .kinds import kind_for_op
+
+    return kind_for_op(program, op) is not None
+
+
 def lowerable(program: Program, op: Operator) -> bool:
     """Whether ``op`` has a hardware lowering (as part of a stage or as layout)."""
     t = op.type
-    if t in LAYER_OPS or t == "requantize":
+    if t == "requantize" or starts_stage(program, op):
         return True
-    if t == "quantized_pool2d":
-        return op.attr("pooling_type") == "max"
     if t == "relu" or t in LAYOUT_OPS:
         return _is_int(program, op.input("X")[0])
     return False
@@ -131,11 +137,12 @@ def partition(program: Program, feed_names: Sequence[str] | None = None,
     gb = program.global_block()
     ops = list(gb.ops)
     body = [i for i, op in enumerate(ops) if op.type not in _IO_OPS]
-    layers = [i for i in body if ops[i].type in LAYER_OPS]
+    layers = [i for i in body if starts_stage(program, ops[i])]
     if not layers:
         kinds = sorted({ops[i].type for i in body})
         raise LoweringError(
-            "the program has no quantized_fc or quantized_conv2d op, so there is nothing "
+            "the program has no op that begins a hardware stage (quantized_fc, "
+            "quantized_conv2d, quantized_pool2d, quantized_table), so there is nothing "
             f"for the accelerator (its ops: {', '.join(kinds)}). Compile a float model with "
             "calibration data (fluid-hw compile MODEL --calibration X.npy) to quantise it")
     first = layers[0]
@@ -162,7 +169,7 @@ def partition(program: Program, feed_names: Sequence[str] | None = None,
     pre_set = {i for i in body if i < first}
     post = [i for i in body if i > chain[-1] and i not in hw_set]
     stray = [i for i in body if first < i < chain[-1] and i not in hw_set]
-    late_layers = [i for i in post if ops[i].type in LAYER_OPS]
+    late_layers = [i for i in post if starts_stage(program, ops[i])]
     if late_layers or stray:
         blocking = [i for i in post if not lowerable(program, ops[i]) and
                     (not late_layers or i < late_layers[-1])] + stray
@@ -174,10 +181,11 @@ def partition(program: Program, feed_names: Sequence[str] | None = None,
             f"op(s) without an FPGA lowering sit in the middle of the network: {names}"
             + (f", and the hardware stage {_describe(nxt)} follows" if nxt is not None
                else "")
-            + ". The accelerator is one chain of quantized_fc / quantized_conv2d + "
-            "requantize (+ max quantized_pool2d) stages with reshape2 / flatten2 / "
-            "transpose2 between them; only ops before the first stage and after the last "
-            "one run on the host. Remove or move these ops, or keep the model on the CPU "
+            + ". The accelerator is one chain of hardware stages (hls.kinds: fc, "
+            "convolution, depthwise convolution, max / average pooling, table activations) "
+            "with reshape2 / flatten2 / transpose2 between them; only ops before the first "
+            "stage and after the last one run on the host. Remove or move these ops, or "
+            "keep the model on the CPU "
             "(general CPU/FPGA partitioning is not implemented yet)")
     # values inside the chain must not be read anywhere else
     inner = {main_output(ops[i]) for i in chain} - {hw_output}

@@ -53,7 +53,10 @@ from fluid_hw.rtl.stream import CreditQueue, fifo_latency
 from fluid_hw.rtl.swg import QUEUE_DEPTH, ROW_OVERHEAD, ROW_READY_DELAY, WindowGeometry
 
 __all__ = ["MVAUStage", "ConvStage", "MaxPoolStage", "Stage", "Resources", "StageEstimate",
-           "PipelineEstimate", "estimate_stage", "estimate_pipeline", "hwc_order"]
+           "PipelineEstimate", "estimate_stage", "estimate_pipeline", "hwc_order",
+           "mvau_resources", "swg_resources", "memory_resources", "mvau_times",
+           "window_times", "window_cycles", "MVAUConsumer", "ReduceConsumer",
+           "queue_latency"]
 
 _QUEUE = CreditQueue.latency  # output queue: write to readable
 
@@ -150,14 +153,14 @@ def _bram(depth: int, width: int) -> int:
     return min(-(-width // w) * -(-depth // d) for d, w in _BRAM_SHAPES)
 
 
-def _memory(depth: int, width: int, *, const: bool) -> Resources:
+def memory_resources(depth: int, width: int, *, const: bool) -> Resources:
     bits = depth * width
     if (const and bits < BLOCK_ROM_BITS) or (not const and bits <= 2048):
         return Resources(lut=max(1, bits // 16))  # LUT ROM / distributed RAM
     return Resources(bram=_bram(depth, width))
 
 
-def _mvau_resources(mw: int, mh: int, pe: int, simd: int, requantize: bool, const: bool
+def mvau_resources(mw: int, mh: int, pe: int, simd: int, requantize: bool, const: bool
                     ) -> Resources:
     sf, nf = mw // simd, mh // pe
     tree_bits = sum(17 + lvl for lvl in range(ceil_log2(simd)) for _ in range(simd >> lvl))
@@ -166,16 +169,16 @@ def _mvau_resources(mw: int, mh: int, pe: int, simd: int, requantize: bool, cons
     rq = Resources(lut=180, ff=550, dsp=2) if requantize else Resources(lut=32, ff=130)
     total = Resources(lut=120, ff=60 + 6 * mvau_latency(simd, requantize))
     for _ in range(pe):
-        total = total + per_pe + rq + _memory(nf * sf, 8 * simd, const=const) + \
-            _memory(nf, 54, const=const)
-    return total + _memory(2 << ceil_log2(sf), 8 * simd, const=False)
+        total = total + per_pe + rq + memory_resources(nf * sf, 8 * simd, const=const) + \
+            memory_resources(nf, 54, const=const)
+    return total + memory_resources(2 << ceil_log2(sf), 8 * simd, const=False)
 
 
-def _swg_resources(geom: WindowGeometry, lanes: int) -> Resources:
+def swg_resources(geom: WindowGeometry, lanes: int) -> Resources:
     rows = min(geom.eff_kernel[0] + geom.stride[0], geom.height)
     depth = 1 << (ceil_log2(rows) + ceil_log2(geom.width) + ceil_log2(geom.channels // lanes))
     return Resources(lut=120 + 8 * lanes, ff=120 + 4 * 8 * lanes) + \
-        _memory(depth, 8 * lanes, const=False)
+        memory_resources(depth, 8 * lanes, const=False)
 
 
 # ---- timing model -----------------------------------------------------------------------
@@ -205,7 +208,7 @@ def _link(t: np.ndarray, a: int, b: int, fifo_depth: int) -> np.ndarray:
     return t + fifo_latency(fifo_depth)
 
 
-def _mvau_times(t_last: float, mh: int, pe: int, sf: int, lat: int, start: float = -1e18
+def mvau_times(t_last: float, mh: int, pe: int, sf: int, lat: int, start: float = -1e18
                 ) -> np.ndarray:
     """Output element times of one vector whose last input beat arrived at t_last."""
     c0 = max(t_last + 1, start)
@@ -213,8 +216,7 @@ def _mvau_times(t_last: float, mh: int, pe: int, sf: int, lat: int, start: float
     return c0 + (nf + 1) * sf - 1 + lat + _QUEUE
 
 
-def _window_times(t_in: np.ndarray, geom: WindowGeometry, lanes: int, order: str,
-                  consumer: Any) -> None:
+def window_times(t_in: np.ndarray, geom: WindowGeometry, lanes: int, consumer: Any) -> None:
     """Issue the window beats of one image (times of the input elements ``t_in`` in HWC
     order) through a sliding-window generator, beat by beat, handing each beat's
     queue-output time to ``consumer.take(pixel, beat_in_pixel, t) -> read time``."""
@@ -240,7 +242,7 @@ def _window_times(t_in: np.ndarray, geom: WindowGeometry, lanes: int, order: str
                 reads.append(consumer.take(p, b, issue + 1 + _QUEUE))
 
 
-class _MVAUConsumer:
+class MVAUConsumer:
     """The conv unit's upsizer and MVAU (double-buffered) behind a window generator."""
 
     def __init__(self, n_w: int, k: int, sf: int, nf: int) -> None:
@@ -273,7 +275,7 @@ class _MVAUConsumer:
         return t
 
 
-class _ReduceConsumer:
+class ReduceConsumer:
     """The max-pool reducer: takes one beat per cycle."""
 
     def __init__(self, group: int) -> None:
@@ -289,32 +291,9 @@ class _ReduceConsumer:
         return t
 
 
-def _stage_times(s: StageSpec, lanes: tuple[int, int], t_in: np.ndarray) -> np.ndarray:
-    """Per-element output times of stage ``s`` (input element times ``t_in``, already
-    converted to the stage's input lanes)."""
-    if isinstance(s, MVAUSpec):
-        return _mvau_times(float(t_in.max()), s.mh, s.pe, s.sf,
-                           mvau_latency(s.simd, s.requantize))
-    if isinstance(s, ConvSpec):
-        g = s.geometry
-        n_w = g.window_size // s.window_lanes
-        cons = _MVAUConsumer(n_w, s.simd // s.window_lanes, s.sf, s.nf)
-        _window_times(t_in, g, s.window_lanes, "kkc", cons)
-        lat = mvau_latency(s.simd, s.requantize)
-        nf = np.arange(s.mh) // s.pe
-        return np.concatenate([c + (nf + 1) * s.sf - 1 + lat + _QUEUE for c in cons.compute])
-    if isinstance(s, MaxPoolSpec):
-        g = s.geometry
-        kk = g.kernel[0] * g.kernel[1]
-        red = _ReduceConsumer(kk)
-        _window_times(t_in, g, lanes[0], "ckk", red)
-        return np.repeat(np.array(red.outputs), lanes[0])
-    raise HardwareConfigError(f"stage {s.name!r}: no estimate for {type(s).__name__}")
-
-
 # ---- cycles ---------------------------------------------------------------------------------
 
-def _window_cycles(g: WindowGeometry, lanes: int) -> int:
+def window_cycles(g: WindowGeometry, lanes: int) -> int:
     """Cycles per image of a sliding-window generator's reader: its rows of beats, the
     gaps between rows, and the wait at an image boundary for the next image's first
     rows that did not fit into the line buffer while the last rows were still held."""
@@ -328,54 +307,41 @@ def _window_cycles(g: WindowGeometry, lanes: int) -> int:
     return oh * (ow * n_w + ROW_OVERHEAD) + boundary
 
 
+def queue_latency() -> int:
+    """Cycles from a stage's output queue write to its output being readable."""
+    return _QUEUE
+
+
+def _kind(s: StageSpec) -> Any:
+    from .kinds import kind_of
+
+    return kind_of(s)
+
+
+def _stage_times(s: StageSpec, lanes: tuple[int, int], t_in: np.ndarray) -> np.ndarray:
+    """Per-element output times of stage ``s`` (input element times ``t_in``, already
+    converted to the stage's input lanes)."""
+    return _kind(s).times(s, lanes, t_in)
+
+
 def _stage_cycles(s: StageSpec, lanes: tuple[int, int]) -> int:
-    if isinstance(s, MVAUSpec):
-        return s.nf * s.sf
-    if isinstance(s, ConvSpec):
-        oh, ow = s.geometry.out_hw
-        c, h, w = s.in_shape
-        return max(_window_cycles(s.geometry, s.window_lanes), oh * ow * s.nf * s.sf,
-                   h * w * c // s.window_lanes)
-    if isinstance(s, MaxPoolSpec):
-        c, h, w = s.in_shape
-        return max(_window_cycles(s.geometry, lanes[0]), h * w * c // lanes[0])
-    raise HardwareConfigError(f"stage {s.name!r}: no estimate for {type(s).__name__}")
+    return int(_kind(s).cycles(s, lanes))
 
 
 def _shape(s: StageSpec) -> dict[str, Any]:
-    if isinstance(s, MVAUSpec):
-        return {"mw": s.mw, "mh": s.mh}
-    if isinstance(s, ConvSpec):
-        kh, kw = s.kernel  # type: ignore[misc]
-        return {"in": list(s.in_shape), "out": list(s.out_shape), "kernel": [kh, kw],
-                "stride": list(s.stride), "padding": list(s.padding)}  # type: ignore
-    if isinstance(s, MaxPoolSpec):
-        return {"in": list(s.in_shape), "out": list(s.out_shape),
-                "kernel": list(s.kernel), "stride": list(s.stride)}  # type: ignore
-    return {}
+    return _kind(s).shape(s)
 
 
 def _resources(s: StageSpec, lanes: tuple[int, int]) -> Resources:
-    if isinstance(s, MVAUSpec):
-        return _mvau_resources(s.mw, s.mh, s.pe, s.simd, s.requantize, not s.runtime)
-    if isinstance(s, ConvSpec):
-        return _mvau_resources(s.mw, s.mh, s.pe, s.simd, s.requantize, not s.runtime) + \
-            _swg_resources(s.geometry, s.window_lanes)
-    if isinstance(s, MaxPoolSpec):
-        return _swg_resources(s.geometry, lanes[0]) + Resources(lut=12 * lanes[0],
-                                                                 ff=24 * lanes[0])
-    return Resources()
+    return _kind(s).resources(s, lanes)
 
 
 def _op(s: StageSpec) -> str:
-    return getattr(s, "op", {"mvau": "quantized_fc", "conv": "quantized_conv2d",
-                             "maxpool": "pool2d"}.get(s.kind, s.kind))
+    return getattr(s, "op", None) or _kind(s).report_op
 
 
 def _folding(s: StageSpec, lanes: tuple[int, int]) -> dict[str, int]:
-    if isinstance(s, MVAUSpec | ConvSpec):
-        return {"pe": s.pe, "simd": s.simd}
-    return {"lanes": lanes[0]}
+    return _kind(s).folding(s, lanes)
 
 
 def estimate_stage(stage: StageSpec, lanes: tuple[int, int] | None = None,

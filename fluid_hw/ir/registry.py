@@ -69,6 +69,9 @@ class OpDef:
     doc: str = ""
     #: gradient maker (added by the training issue); None: op has no gradient
     grad: Any = None
+    #: what kind of op it is, for passes and back ends that treat ops by category
+    #: instead of by name (:data:`CATEGORIES`)
+    categories: frozenset[str] = frozenset()
     _attr_map: dict[str, Attr] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -165,6 +168,29 @@ def get_op(type: str) -> OpDef:
         return _REGISTRY[type]
     except KeyError:
         raise unknown_name("op type", type, _REGISTRY, UnknownOpError) from None
+
+
+#: op categories (``OpDef.categories``):
+#: ``elementwise``: one input ``X``, one output ``Out`` of X's shape, each element a
+#: function of the same element of X and the attributes only (the quantisation pass
+#: tabulates such an op of one int8 value into ``quantized_table``)
+CATEGORIES = ("elementwise",)
+
+
+def op_has_category(type: str, category: str) -> bool:
+    """Whether op ``type`` is registered and belongs to ``category``."""
+    if category not in CATEGORIES:
+        raise unknown_name("op category", category, CATEGORIES)
+    return has_op(type) and category in get_op(type).categories
+
+
+def mark_category(category: str, *types: str) -> None:
+    """Put the (registered) ops ``types`` into ``category``."""
+    if category not in CATEGORIES:
+        raise unknown_name("op category", category, CATEGORIES)
+    for t in types:
+        d = _REGISTRY[t]
+        d.categories = d.categories | {category}
 
 
 def has_op(type: str) -> bool:

@@ -24,7 +24,8 @@ from .base import Pass, PassContext, register_pass
 CONVS = ("conv2d", "depthwise_conv2d")
 
 
-def match_conv_add_act(g: BlockGraph, i: int) -> Match | None:
+def match_conv_add_act(g: BlockGraph, i: int,
+                       activations: tuple[str, ...] = CONV_ACTIVATIONS) -> Match | None:
     conv = g.op(i)
     if conv.type not in CONVS:
         return None
@@ -41,7 +42,7 @@ def match_conv_add_act(g: BlockGraph, i: int) -> Match | None:
         return None
     ops, out, act = [i, j], add.output("Out")[0], "identity"
     a = g.only_consumer(out)
-    if a is not None and g.fusable_link(out, a) and g.op(a).type in CONV_ACTIVATIONS and \
+    if a is not None and g.fusable_link(out, a) and g.op(a).type in activations and \
             g.op(a).input("X") == [out]:
         ops.append(a)
         act = g.op(a).type
@@ -56,5 +57,11 @@ def match_conv_add_act(g: BlockGraph, i: int) -> Match | None:
 class ConvElementwiseAddActFuse(Pass):
     name = "conv_elementwise_add_act_fuse"
 
+    def __init__(self, activations: tuple[str, ...] = CONV_ACTIVATIONS) -> None:
+        #: the activations taken into the fused op (the quantisation pass takes relu
+        #: only: another activation becomes a table of its own, calibrated apart)
+        self.activations = tuple(activations)
+
     def run(self, program: Program, ctx: PassContext) -> bool:
-        return fuse_matches(program, ctx, match_conv_add_act)
+        return fuse_matches(program, ctx,
+                            lambda g, i: match_conv_add_act(g, i, self.activations))

@@ -23,7 +23,8 @@ from ._graph import BlockGraph, Match, OpSpec, fuse_matches
 from .base import Pass, PassContext, register_pass
 
 
-def match_fc(g: BlockGraph, i: int) -> Match | None:
+def match_fc(g: BlockGraph, i: int, activations: tuple[str, ...] = FC_ACTIVATIONS
+             ) -> Match | None:
     """The ops (mul, add[, act]) starting at op ``i`` and the fc replacing them."""
     mul = g.op(i)
     if mul.type != "mul" or mul.attr("y_num_col_dims") != 1:
@@ -47,7 +48,7 @@ def match_fc(g: BlockGraph, i: int) -> Match | None:
     ops, out, act = [i, j], add.output("Out")[0], ""
     t1 = out
     a = g.only_consumer(t1)
-    if a is not None and g.fusable_link(t1, a) and g.op(a).type in FC_ACTIVATIONS and \
+    if a is not None and g.fusable_link(t1, a) and g.op(a).type in activations and \
             g.op(a).input("X") == [t1]:
         ops.append(a)
         act = g.op(a).type
@@ -61,5 +62,9 @@ def match_fc(g: BlockGraph, i: int) -> Match | None:
 class FcFuse(Pass):
     name = "fc_fuse"
 
+    def __init__(self, activations: tuple[str, ...] = FC_ACTIVATIONS) -> None:
+        #: the activations taken into the fc (see conv_elementwise_add_act_fuse)
+        self.activations = tuple(activations)
+
     def run(self, program: Program, ctx: PassContext) -> bool:
-        return fuse_matches(program, ctx, match_fc)
+        return fuse_matches(program, ctx, lambda g, i: match_fc(g, i, self.activations))

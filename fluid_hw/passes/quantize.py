@@ -65,6 +65,7 @@ from ..errors import FluidError
 from ..ir import dtypes
 from ..ir.ops.quant import MULTIPLIER_MAX, SHIFT_MAX, WEIGHT_DTYPE, quantized_dtype
 from ..ir.program import Block, Operator, Program, VarType
+from ..ir.registry import op_has_category
 from ..ir.scope import Scope
 from ..ir.verifier import verify_program
 from ._graph import (
@@ -77,7 +78,7 @@ from ._graph import (
     rebuild_block,
     remove_unused_vars,
 )
-from .base import ParamStore, PassContext, PassError, Runner, get_value
+from .base import ParamStore, PassContext, PassError, Runner, get_pass, get_value
 from .manager import PassManager, fixpoint
 
 __all__ = ["QuantConfig", "QuantizationError", "quantization_report", "quantize",
@@ -86,14 +87,16 @@ __all__ = ["QuantConfig", "QuantizationError", "quantization_report", "quantize"
 LAYER_OPS = ("fc", "mul", "conv2d", "depthwise_conv2d", "conv2d_fusion")
 PASSTHROUGH_OPS = ("relu", "pool2d", "reshape2", "flatten2", "transpose2")
 #: ops that only exist inside a quantised region
-QUANT_OPS = ("quantized_fc", "quantized_conv2d", "requantize", "quantized_pool2d")
+QUANT_OPS = ("quantized_fc", "quantized_conv2d", "requantize", "quantized_pool2d",
+             "quantized_table")
 _CONV_ATTR_NAMES = ("strides", "paddings", "dilations", "groups", "padding_algorithm",
                     "data_format")
 _POOL_ATTR_NAMES = ("pooling_type", "ksize", "global_pooling", "strides", "paddings",
                     "exclusive", "ceil_mode", "padding_algorithm", "data_format")
 _SUPPORTED = ("fc / mul (activation none or relu, in_num_col_dims 1), conv2d / "
               "depthwise_conv2d / conv2d_fusion (activation identity or relu), relu, max or "
-              "avg pool2d (not adaptive), reshape2, flatten2, transpose2")
+              "avg pool2d (not adaptive), reshape2, flatten2, transpose2, and every "
+              "element-wise op (sigmoid, tanh, leaky_relu, clip, scale, ...) as a table")
 
 
 class QuantizationError(PassError):
@@ -245,8 +248,10 @@ class _Layer:
 
 class _Quantizer:
     def __init__(self, fp: Program, cfg: QuantConfig, scope: ParamStore,
-                 ranges: dict[str, float], targets: list[str]) -> None:
+                 ranges: dict[str, float], targets: list[str],
+                 executor: Runner | None = None) -> None:
         self.fp = fp
+        self.executor = executor
         self.cfg = cfg
         self.scope = scope
         self.ranges = ranges
@@ -306,11 +311,24 @@ class _Quantizer:
         return _Layer(op, x, w, b, out, relu, consumed)
 
     def passthrough(self, op: Operator) -> bool:
-        if op.type not in PASSTHROUGH_OPS or self.excluded(op):
+        if self.excluded(op):
+            return False
+        if self.tabulated(op):
+            return True
+        if op.type not in PASSTHROUGH_OPS:
             return False
         if op.type == "pool2d":
             return not op.attr("adaptive") and op.attr("data_format") in ("NCHW", "AnyLayout")
         return True
+
+    def tabulated(self, op: Operator) -> bool:
+        """An element-wise op (other than relu, which stays integer) of one value with a
+        float output: quantised as a 256-entry table when its input is int8."""
+        if op.type == "relu" or not op_has_category(op.type, "elementwise") or \
+                self.abits != 8 or self.executor is None:
+            return False
+        out = self.graph.var(op.output("Out")[0])
+        return out is not None and out.dtype == VarType.FP32
 
     # -- the region check
     def _feeds_layer(self, layers: dict[int, _Layer]) -> dict[str, tuple[int, str]]:
@@ -478,6 +496,12 @@ class _Quantizer:
         x = op.input("X")[0]
         xq, s = self.qvars[x]
         out = op.output("Out")[0]
+        if self.tabulated(op):
+            self.emit_table(op, xq, s)
+            return
+        if op.type == "pool2d" and _uniform_average(op):
+            self.emit_sum_pool(op, xq, s)
+            return
         outq = self.new_var(f"{out}.int{self.abits}", out, self.adtype)
         if op.type == "pool2d":
             spec = OpSpec("quantized_pool2d", {"X": [xq]}, {"Out": [outq]},
@@ -488,6 +512,68 @@ class _Quantizer:
         self.items.append(spec)
         self.qvars[out] = (outq, s)
         self.replaced |= set(op.output_arg_names)
+
+    def emit_sum_pool(self, op: Operator, xq: str, s_in: np.float32) -> None:
+        """An average pool whose window size ``d`` is the same everywhere: the int32
+        window sum, then a requantize by ``s_in / (d * s_out)`` to its own calibrated
+        scale (docs/fixed_point.md)."""
+        out = op.output("Out")[0]
+        xs = self.graph.var(op.input("X")[0]).shape
+        d = int(xs[2]) * int(xs[3]) if op.attr("global_pooling") else \
+            int(np.prod(op.attr("ksize")))
+        attrs = {a: op.attr(a) for a in _POOL_ATTR_NAMES}
+        attrs["pooling_type"] = "sum"
+        acc = self.new_var(f"{out}.sum", out, VarType.INT32)
+        self.items.append(OpSpec("quantized_pool2d", {"X": [xq]}, {"Out": [acc]}, attrs))
+        s_out = self.scale_of(out)
+        m, n = requant_params(float(np.float64(s_in) / d / np.float64(s_out)))
+        m_name = add_param(self.block, self.scope, f"{out}.multiplier", np.array([m], np.int32))
+        n_name = add_param(self.block, self.scope, f"{out}.shift", np.array([n], np.int32))
+        outq = self.new_var(f"{out}.int{self.abits}", out, self.adtype)
+        self.items.append(OpSpec(
+            "requantize", {"X": [acc], "Multiplier": [m_name], "Shift": [n_name]},
+            {"Out": [outq]}, {"relu": False, "bits": self.abits, "out_scale": float(s_out),
+                              "in_scale": [float(s_in) / d]}))
+        self.qvars[out] = (outq, s_out)
+        self.replaced |= set(op.output_arg_names)
+
+    def emit_table(self, op: Operator, xq: str, s_in: np.float32) -> None:
+        """An element-wise op of one int8 value as ``quantized_table``: its float
+        output for each of the 256 inputs, quantised to the output's calibrated scale."""
+        out = op.output("Out")[0]
+        s_out = self.scale_of(out)
+        f = self._tabulate(op, s_in)
+        with np.errstate(invalid="ignore"):
+            q = round_half_even(np.nan_to_num(f / np.float64(s_out), nan=0.0,
+                                              posinf=127.0, neginf=-128.0))
+        table = np.clip(q, -128, 127).astype(np.int8)
+        t_name = add_param(self.block, self.scope, f"{out}.table", table)
+        outq = self.new_var(f"{out}.int{self.abits}", out, self.adtype)
+        self.items.append(OpSpec("quantized_table", {"X": [xq], "Table": [t_name]},
+                                 {"Out": [outq]},
+                                 {"function": op.type, "in_scale": float(s_in),
+                                  "out_scale": float(s_out)}))
+        self.qvars[out] = (outq, s_out)
+        self.replaced |= set(op.output_arg_names)
+
+    def _tabulate(self, op: Operator, s_in: np.float32) -> np.ndarray:
+        """The float op on the 256 values ``q * s_in`` (run by the executor: the same
+        float semantics as the program's)."""
+        mini = Program()
+        mb = mini.global_block()
+        x, out = op.input("X")[0], op.output("Out")[0]
+        xv = self.graph.var(x)
+        dims = [1 if d < 0 else int(d) for d in xv.shape[1:]]
+        mb.create_var(name=x, shape=[256, *dims], dtype=VarType.FP32)
+        mb.create_var(name=out, shape=[256, *dims], dtype=VarType.FP32)
+        attrs = {k: v for k, v in op.all_attrs().items() if not k.startswith("op_")}
+        mb.append_op(type=op.type, inputs={"X": [x]}, outputs={"Out": [out]}, attrs=attrs)
+        vals = (np.arange(-128, 128, dtype=np.float64) * np.float64(s_in)).astype(np.float32)
+        feed = np.ascontiguousarray(np.broadcast_to(vals.reshape(256, *([1] * len(dims))),
+                                                    (256, *dims)))
+        assert self.executor is not None
+        res = self.executor.run(mini, feed={x: feed}, fetch_list=[out], scope=Scope())
+        return np.asarray(res[0], np.float64).reshape(256, -1)[:, 0]
 
     def run(self) -> Program:
         ops = list(self.block.ops)
@@ -533,6 +619,20 @@ class _Quantizer:
         return self.fp
 
 
+def _uniform_average(op: Operator) -> bool:
+    """An average pool whose every window divides by the same count (global, or no
+    padding and no ceil-mode overhang, or inclusive of padding): it quantises as a sum
+    and a requantize, the form the FPGA lowers."""
+    if op.attr("pooling_type") != "avg" or op.attr("adaptive"):
+        return False
+    if op.attr("global_pooling"):
+        return True
+    if op.attr("ceil_mode") or op.attr("padding_algorithm") == "SAME":
+        return False
+    return not op.attr("exclusive") or op.attr("padding_algorithm") == "VALID" or \
+        not any(op.attr("paddings"))
+
+
 def quantize(program: Program, calibration_data: Iterable[Mapping[str, np.ndarray]],
              config: QuantConfig | None = None, *, scope: ParamStore, executor: Runner,
              fetch_names: Sequence[str] | None = None,
@@ -560,11 +660,14 @@ def quantize(program: Program, calibration_data: Iterable[Mapping[str, np.ndarra
     steps: list[Any] = ["prune", fixpoint("remove_identity", "reshape_transpose_cancel",
                                           "dead_code_elimination")]
     if cfg.fuse:
-        steps += ["conv_bn_fuse", "fc_fuse", "conv_elementwise_add_act_fuse",
+        # relu only: another activation is quantised on its own (a table), from its
+        # input's calibrated range
+        steps += ["conv_bn_fuse", "fc_bn_fuse", get_pass("fc_fuse", activations=("relu",)),
+                  get_pass("conv_elementwise_add_act_fuse", activations=("relu",)),
                   "dead_code_elimination"]
     fp = PassManager(steps).run(program, ctx)
     ranges = _calibrate(fp, batches, cfg, scope, executor)
-    out = _Quantizer(fp.clone(), cfg, scope, ranges, targets).run()
+    out = _Quantizer(fp.clone(), cfg, scope, ranges, targets, executor).run()
     try:
         verify_program(out)
     except FluidError as e:  # a bug here, not in the caller's program

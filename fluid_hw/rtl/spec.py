@@ -29,8 +29,12 @@ from .mvau import mvau_weight_entries
 from .requant import PARAM_ENTRY_BITS, requant_entries
 from .swg import WindowGeometry
 
-__all__ = ["StageSpec", "MVAUSpec", "ConvSpec", "MaxPoolSpec", "ParamSegment",
-           "param_layout", "param_image", "design_hash", "hwc_order"]
+__all__ = ["StageSpec", "MVAUSpec", "ConvSpec", "MaxPoolSpec", "ParamSegment", "SPEC_KINDS",
+           "spec_from_structure", "param_layout", "param_image", "design_hash", "hwc_order"]
+
+#: stage kind (``StageSpec.kind``, the ``kind`` of a design.json stage) -> its spec class;
+#: every spec class with a ``kind`` of its own registers itself here
+SPEC_KINDS: dict[str, type[StageSpec]] = {}
 
 
 def hwc_order(channels: int, height: int, width: int) -> np.ndarray:
@@ -65,11 +69,20 @@ def _digest(a: np.ndarray | None) -> str | None:
 
 
 class StageSpec:
-    """Common interface of stage specifications."""
+    """Common interface of stage specifications.
+
+    A kind of stage is a subclass with its own ``kind`` (registered in
+    :data:`SPEC_KINDS`) that says what hardware it is (:meth:`component`), what it
+    computes (:meth:`model`), how it streams (``in_len``/``out_len``, lanes) and how it
+    reads back from a design description (:meth:`from_structure`).  The top-level
+    generator knows stages only through this interface."""
 
     name: str
 
     kind = "stage"
+    #: whether PE x SIMD folding applies (a matrix-like stage: ``pe``, ``simd``,
+    #: ``mw``, ``mh``); other stages take their lanes from the stage before them
+    folds = False
     #: stream format
     in_len: int
     out_len: int
@@ -88,6 +101,68 @@ class StageSpec:
     def params(self) -> dict[str, Any]:
         """Digests of the parameter arrays (hashed only when built in)."""
         return {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        kind = cls.__dict__.get("kind")
+        if kind is not None and kind not in SPEC_KINDS:
+            SPEC_KINDS[kind] = cls
+
+    def lanes_after(self, prev: int) -> tuple[int, int]:
+        """(input lanes, output lanes) of this stage behind a producer of ``prev``
+        lanes (a stage without lanes of its own takes what it can of ``prev``)."""
+        return self.in_lanes, self.out_lanes
+
+    def component(self, lanes: tuple[int, int], ff_style: str) -> Any:
+        """The Amaranth component (stream ports ``i``, ``o``; ``wr`` for runtime
+        parameters) for these lanes."""
+        raise HardwareConfigError(f"stage {self.name!r}: kind {self.kind!r} has no component")
+
+    def model(self, x: np.ndarray) -> np.ndarray:
+        """Behavioural model: input vectors ``[N, in_len]`` in stream order -> output
+        vectors ``[N, out_len]`` (int64), from the spec's current arrays."""
+        raise HardwareConfigError(f"stage {self.name!r}: kind {self.kind!r} has no model")
+
+    def cycle_bound(self) -> int:
+        """A generous bound of the cycles one inference spends in the stage (for the
+        simulators' hang detection)."""
+        return self.in_len + self.out_len + 64
+
+    def macs(self) -> int:
+        """Multiply-accumulates per inference (0 for stages without multipliers)."""
+        return 0
+
+    @classmethod
+    def from_structure(cls, st: dict[str, Any]) -> StageSpec:
+        """The stage rebuilt from its :meth:`structure` (with zero arrays where the
+        parameters were built in): for estimates and folding, not for hardware."""
+        raise NotImplementedError
+
+
+def spec_from_structure(st: dict[str, Any]) -> StageSpec:
+    """A stage of any kind from its :meth:`StageSpec.structure` (a design.json stage)."""
+    kind = st.get("kind")
+    cls = SPEC_KINDS.get(kind)  # type: ignore[arg-type]
+    if cls is None:
+        raise HardwareConfigError(f"stage {st.get('name')!r}: unknown kind {kind!r} (known: "
+                                  f"{', '.join(sorted(SPEC_KINDS))})")
+    try:
+        return cls.from_structure(st)
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        raise HardwareConfigError(f"stage {st.get('name')!r}: incomplete {kind} structure "
+                                  f"({e!r}); recompile the build") from None
+
+
+def zero_params(st: dict[str, Any], mh: int) -> dict[str, Any]:
+    """Placeholder bias / multiplier / shift of a ``const`` matrix stage read back from
+    its structure (the estimates do not depend on the values)."""
+    arr: dict[str, Any] = {}
+    if st.get("bias"):
+        arr["bias"] = np.zeros(mh, np.int64)
+    if st.get("requantize", True):
+        arr["multiplier"] = np.ones(mh, np.int64)
+        arr["shift"] = np.zeros(mh, np.int64)
+    return arr
 
 
 class _MatrixMixin(StageSpec):
@@ -137,8 +212,22 @@ class _MatrixMixin(StageSpec):
         elif self.relu:
             raise HardwareConfigError(f"stage {n!r}: relu needs requantisation")
 
+    folds = True
+
     def matrix(self) -> np.ndarray | None:
         raise NotImplementedError
+
+    def _unit_kwargs(self, ff_style: str) -> dict[str, Any]:
+        """Keyword arguments of the MVAU behind the stage."""
+        kw: dict[str, Any] = dict(bias=self.bias, multiplier=self.multiplier,
+                                  shift=self.shift, relu=self.relu,
+                                  requantize=self.requantize, runtime=self.runtime,
+                                  ff_style=ff_style)
+        if not self.runtime:
+            kw["weights"] = self.matrix()
+        else:
+            kw.update(bias=None, multiplier=None, shift=None)
+        return kw
 
     @property
     def runtime(self) -> bool:  # type: ignore[override]
@@ -228,6 +317,34 @@ class MVAUSpec(_MatrixMixin):
                 "pe": self.pe, "simd": self.simd, "relu": self.relu,
                 "bias": self.bias is not None, "mode": self.weights_mode,
                 "requantize": self.requantize}
+
+    @classmethod
+    def from_structure(cls, st: dict[str, Any]) -> MVAUSpec:
+        mw, mh, mode = int(st["mw"]), int(st["mh"]), st.get("mode", "const")
+        arr = {**zero_params(st, mh), "weights": np.zeros((mh, mw), np.int64)} \
+            if mode == "const" else {}
+        return cls(st["name"], mw, mh, pe=int(st["pe"]), simd=int(st["simd"]),
+                   relu=bool(st.get("relu")), weights_mode=mode,
+                   requantize=bool(st.get("requantize", True)), **arr)
+
+    def component(self, lanes: tuple[int, int], ff_style: str) -> Any:
+        from .mvau import MVAU
+
+        return MVAU(self.name, self.mw, self.mh, self.pe, self.simd,
+                    **self._unit_kwargs(ff_style))
+
+    def model(self, x: np.ndarray) -> np.ndarray:
+        from .mvau import mvau_model
+
+        return np.asarray(mvau_model(x, self.matrix(), self.bias,
+                                     self.multiplier if self.requantize else None,
+                                     self.shift, self.relu), np.int64)
+
+    def cycle_bound(self) -> int:
+        return self.nf * self.sf + 64
+
+    def macs(self) -> int:
+        return self.mw * self.mh
 
 
 @dataclass(eq=False)
@@ -332,6 +449,42 @@ class ConvSpec(_MatrixMixin):
                 "simd": self.simd, "relu": self.relu, "bias": self.bias is not None,
                 "mode": self.weights_mode, "requantize": self.requantize}
 
+    @classmethod
+    def from_structure(cls, st: dict[str, Any]) -> ConvSpec:
+        c = int(st["in_shape"][0])
+        m = int(st["out_channels"])
+        kh, kw = (int(v) for v in st["kernel"])
+        mode = st.get("mode", "const")
+        arr = {**zero_params(st, m), "weights": np.zeros((m, c, kh, kw), np.int64)} \
+            if mode == "const" else {}
+        return cls(st["name"], tuple(st["in_shape"]), m, kernel=(kh, kw),  # type: ignore
+                   stride=tuple(st["stride"]), padding=tuple(st["padding"]),
+                   dilation=tuple(st.get("dilation", (1, 1))),  # type: ignore[arg-type]
+                   pe=int(st["pe"]), simd=int(st["simd"]), relu=bool(st.get("relu")),
+                   weights_mode=mode, requantize=bool(st.get("requantize", True)), **arr)
+
+    def component(self, lanes: tuple[int, int], ff_style: str) -> Any:
+        from .conv import ConvUnit
+
+        return ConvUnit(self.name, self.geometry, self.out_channels, self.pe, self.simd,
+                        **self._unit_kwargs(ff_style))
+
+    def model(self, x: np.ndarray) -> np.ndarray:
+        from .conv import conv2d_model
+
+        c, h, w = self.in_shape
+        return np.stack([conv2d_model(v.reshape(h, w, c), self.weights, self.geometry,
+                                      self.bias, self.multiplier if self.requantize else None,
+                                      self.shift, self.relu).reshape(-1)
+                         for v in np.asarray(x)]).astype(np.int64)
+
+    def cycle_bound(self) -> int:
+        return _window_bound(self.in_shape, self.geometry, self.nf * self.sf)
+
+    def macs(self) -> int:
+        oh, ow = self.geometry.out_hw
+        return self.mw * self.mh * oh * ow
+
 
 @dataclass(eq=False)
 class MaxPoolSpec(StageSpec):
@@ -395,6 +548,50 @@ class MaxPoolSpec(StageSpec):
         return {"kind": self.kind, "name": self.name, "in_shape": list(self.in_shape),
                 "kernel": list(self.kernel), "stride": list(self.stride),  # type: ignore
                 "padding": list(self.padding), "lanes": self.lanes}  # type: ignore
+
+    @classmethod
+    def from_structure(cls, st: dict[str, Any]) -> MaxPoolSpec:
+        return cls(st["name"], tuple(st["in_shape"]), kernel=tuple(st["kernel"]),  # type: ignore
+                   stride=tuple(st["stride"]), padding=tuple(st["padding"]),
+                   lanes=structure_lanes(st))
+
+    def lanes_after(self, prev: int) -> tuple[int, int]:
+        if self.lanes is not None:
+            return self.lanes, self.lanes
+        lanes = gcd(prev, self.in_shape[0])
+        return lanes, lanes
+
+    def component(self, lanes: tuple[int, int], ff_style: str) -> Any:
+        from .pool import MaxPool
+
+        return MaxPool(self.name, self.geometry, lanes[0])
+
+    def model(self, x: np.ndarray) -> np.ndarray:
+        from .pool import maxpool_model
+
+        c, h, w = self.in_shape
+        return np.stack([maxpool_model(v.reshape(h, w, c), self.geometry).reshape(-1)
+                         for v in np.asarray(x)]).astype(np.int64)
+
+    def cycle_bound(self) -> int:
+        return _window_bound(self.in_shape, self.geometry, 0)
+
+
+def structure_lanes(st: dict[str, Any]) -> int | None:
+    """A lane-following stage's lanes from its structure: design.json holds the stage's
+    (in, out) lanes, equal for such a stage; None: follow the producer."""
+    lanes = st.get("lanes")
+    if isinstance(lanes, list | tuple):
+        return int(lanes[0])
+    return None if lanes is None else int(lanes)
+
+
+def _window_bound(in_shape: tuple[int, ...], geom: WindowGeometry, work: int) -> int:
+    """Cycle bound of a sliding-window stage (its windows, per-pixel work, rows)."""
+    c, h, w = in_shape
+    oh, ow = geom.out_hw
+    kk = geom.kernel[0] * geom.kernel[1]
+    return oh * ow * (kk * c + work) + 8 * oh + h * w * c
 
 
 # ---- runtime parameter layout -------------------------------------------------------

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import pairwise
-from math import gcd
 from typing import Any
 
 import numpy as np
@@ -32,14 +31,9 @@ from amaranth.lib.wiring import In, Out
 from ._ff import check_ff_style
 from ._util import Component, HardwareConfigError, ceil_log2
 from .axil import AXILiteRegisters
-from .conv import ConvUnit, conv2d_model
-from .mvau import MVAU, mvau_model
-from .pool import MaxPool, maxpool_model
 from .regmap import VERSION, design_constants, register_map
 from .spec import (
-    ConvSpec,
-    MaxPoolSpec,
-    MVAUSpec,
+    SPEC_KINDS,
     ParamSegment,
     StageSpec,
     design_hash,
@@ -55,35 +49,17 @@ def pipeline_model(specs: Sequence[StageSpec], x: np.ndarray) -> np.ndarray:
     HWC order) -> output vectors [N, out_len].  Uses the specs' current arrays."""
     y = np.asarray(x, np.int64)
     for s in specs:
-        if isinstance(s, MVAUSpec):
-            y = mvau_model(y, s.matrix(), s.bias, s.multiplier if s.requantize else None,
-                           s.shift, s.relu)
-        elif isinstance(s, ConvSpec):
-            c, h, w = s.in_shape
-            y = np.stack([conv2d_model(v.reshape(h, w, c), s.weights, s.geometry, s.bias,
-                                       s.multiplier if s.requantize else None, s.shift,
-                                       s.relu).reshape(-1) for v in y])
-        elif isinstance(s, MaxPoolSpec):
-            c, h, w = s.in_shape
-            y = np.stack([maxpool_model(v.reshape(h, w, c), s.geometry).reshape(-1)
-                          for v in y])
-        else:
-            raise HardwareConfigError(f"stage {s.name!r}: no model for {type(s).__name__}")
-        y = np.asarray(y, np.int64)
+        y = np.asarray(s.model(y), np.int64)
     return y.astype(np.int8 if specs[-1].out_bits == 8 else np.int32)
 
 
 def stage_lanes(specs: Sequence[StageSpec]) -> list[tuple[int, int]]:
-    """(input lanes, output lanes) of every stage; a max pool with ``lanes=None`` takes
-    the producer's lanes where they divide its channels."""
+    """(input lanes, output lanes) of every stage; a stage without lanes of its own (a
+    max pool with ``lanes=None``) takes what it can of the producer's."""
     out: list[tuple[int, int]] = []
     prev = 1
     for s in specs:
-        if isinstance(s, MaxPoolSpec) and s.lanes is None:
-            lanes = gcd(prev, s.in_shape[0])
-            out.append((lanes, lanes))
-        else:
-            out.append((s.in_lanes, s.out_lanes))
+        out.append(s.lanes_after(prev))
         prev = out[-1][1]
     return out
 
@@ -111,23 +87,11 @@ def _check_chain(specs: Sequence[StageSpec]) -> None:
 
 
 def _unit(spec: StageSpec, lanes: tuple[int, int], ff_style: str) -> Component:
-    if isinstance(spec, MVAUSpec | ConvSpec):
-        kw: dict[str, Any] = dict(bias=spec.bias, multiplier=spec.multiplier,
-                                  shift=spec.shift, relu=spec.relu,
-                                  requantize=spec.requantize, runtime=spec.runtime,
-                                  ff_style=ff_style)
-        if not spec.runtime:
-            kw["weights"] = spec.matrix()
-        else:
-            kw.update(bias=None, multiplier=None, shift=None)
-        if isinstance(spec, MVAUSpec):
-            return MVAU(spec.name, spec.mw, spec.mh, spec.pe, spec.simd, **kw)
-        return ConvUnit(spec.name, spec.geometry, spec.out_channels, spec.pe, spec.simd, **kw)
-    if isinstance(spec, MaxPoolSpec):
-        return MaxPool(spec.name, spec.geometry, lanes[0])
-    raise HardwareConfigError(f"stage {getattr(spec, 'name', spec)!r}: unknown stage type "
-                              f"{type(spec).__name__}; expected MVAUSpec, ConvSpec or "
-                              "MaxPoolSpec")
+    if not isinstance(spec, StageSpec):
+        raise HardwareConfigError(f"stage {getattr(spec, 'name', spec)!r}: not a stage "
+                                  f"specification ({type(spec).__name__}); expected one of "
+                                  f"{', '.join(sorted(SPEC_KINDS))}")
+    return spec.component(lanes, ff_style)
 
 
 class _Framing(Component):
@@ -287,17 +251,7 @@ class AcceleratorTop(Component):
     def cycle_bound(self) -> int:
         """A generous upper bound of the cycles one inference spends in any stage (for
         hang detection by simulators), from the folding."""
-        total = 1000 + self.in_len + self.out_len
-        for s in self.specs:
-            if isinstance(s, MVAUSpec):
-                total += s.nf * s.sf + 64
-            elif isinstance(s, ConvSpec | MaxPoolSpec):
-                c, h, w = s.in_shape
-                oh, ow = s.geometry.out_hw
-                kk = s.geometry.kernel[0] * s.geometry.kernel[1]
-                work = s.nf * s.sf if isinstance(s, ConvSpec) else 0
-                total += oh * ow * (kk * c + work) + 8 * oh + h * w * c
-        return total
+        return 1000 + self.in_len + self.out_len + sum(s.cycle_bound() for s in self.specs)
 
     def model(self, x: np.ndarray) -> np.ndarray:
         """Behavioural model (:func:`pipeline_model`)."""

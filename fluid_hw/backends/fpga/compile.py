@@ -209,7 +209,8 @@ def _step_quantize(st: CompileState) -> str:
                       fetch_names=st.fetches)
     st.float_program = st.program
     try:
-        opt = inference_pipeline(fuse_elementwise=False).run(st.program, ctx)
+        opt = inference_pipeline(fuse_elementwise=False,
+                                 fused_activations=("relu",)).run(st.program, ctx)
         st.program = quantize(opt, _batches(calib), st.quant_config, scope=st.scope,
                               executor=exe, fetch_names=st.fetches, feed_names=st.feeds)
     except FluidError as e:

@@ -32,6 +32,16 @@ for _name in ("cos", "sin", "square", "reciprocal", *ROUNDING):
     define_op(_name, ["X"], ["Out"])(_same)
 
 
+def _declare_categories() -> None:
+    from ..registry import mark_category
+
+    mark_category("elementwise", *(t for t in UNARY if t != "softmax"), "cos", "sin",
+                  "square", "reciprocal", *ROUNDING)
+
+
+_declare_categories()
+
+
 def _declare_grads() -> None:
     from ..grad import define_default_grad
 

@@ -161,3 +161,12 @@ def _declare_grads() -> None:
 
 
 _declare_grads()
+
+
+def _declare_clip_category() -> None:
+    from ..registry import mark_category
+
+    mark_category("elementwise", "clip")
+
+
+_declare_clip_category()

@@ -206,3 +206,12 @@ def _declare_grads() -> None:
 
 
 _declare_grads()
+
+
+def _declare_scale_category() -> None:
+    from ..registry import mark_category
+
+    mark_category("elementwise", "scale")
+
+
+_declare_scale_category()

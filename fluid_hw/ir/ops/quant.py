@@ -42,7 +42,14 @@ op                     exact arithmetic
                        dtype's lowest value).  avg: ``s`` = sum of the real cells,
                        ``d`` = their count (``exclusive``) or kh * kw, ``out =
                        floor((2 * s + d) / (2 * d))`` (round half up); global_pooling
-                       pools all H x W cells (d = H * W).
+                       pools all H x W cells (d = H * W).  sum: ``s`` as int32 (padding
+                       cells are 0); the quantisation pass puts a ``requantize`` after it
+                       whose multiplier divides by the window size and rescales (the
+                       form the FPGA lowers: no divider in hardware).
+``quantized_table``    X int8, Table int8 [256] -> Out int8: ``out = Table[x + 128]``
+                       (an element-wise function tabulated by the quantisation pass:
+                       ``Table[q + 128] = clamp(round_half_even(f(q * s_in) / s_out),
+                       -128, 127)``).
 ``relu`` on integers   ``max(x, 0)`` (the ordinary relu op; its kernel is exact on ints)
 ``reshape2``,          data movement only (the ordinary ops, on integer tensors)
 ``flatten2``,
@@ -270,7 +277,7 @@ def _infer_requantize(ctx: InferContext) -> None:
     "quantized_pool2d", [Slot("X", doc="int8/int16 [N, C, H, W]")],
     [Slot("Out", doc="X's dtype, [N, C, OH, OW]")],
     [
-        Attr("pooling_type", "string", "max", allowed=("max", "avg")),
+        Attr("pooling_type", "string", "max", allowed=("max", "avg", "sum")),
         Attr("ksize", "ints", doc="[kh, kw]"),
         Attr("global_pooling", "bool", False, doc="pool the whole H x W"),
         Attr("strides", "ints", [1, 1]),
@@ -280,8 +287,8 @@ def _infer_requantize(ctx: InferContext) -> None:
         Attr("padding_algorithm", "string", "EXPLICIT", allowed=PADDING_ALGORITHMS),
         Attr("data_format", "string", "NCHW", allowed=("NCHW", "AnyLayout")),
     ],
-    doc="Integer max / average pooling with pool2d's geometry; avg rounds half up "
-    "(see the module docstring).  Scale-preserving: Out has X's scale.",
+    doc="Integer max / average / sum pooling with pool2d's geometry; avg rounds half up, "
+    "sum gives int32 (see the module docstring).  max and avg keep X's scale.",
 )
 def _infer_quantized_pool2d(ctx: InferContext) -> None:
     _check_dtype(ctx, "X", ACTIVATION_DTYPES, "int8, uint8 or int16")
@@ -296,14 +303,37 @@ def _infer_quantized_pool2d(ctx: InferContext) -> None:
         out_hw, _, _ = _geometry(ctx, xs[2:], ksize, strides, ctx.attr("paddings"),
                                  algorithm=ctx.attr("padding_algorithm"),
                                  ceil_mode=ctx.attr("ceil_mode"))
-    ctx.set_output("Out", [xs[0], xs[1], *out_hw], ctx.input_dtype("X"))
+    dtype = VarType.INT32 if ctx.attr("pooling_type") == "sum" else ctx.input_dtype("X")
+    ctx.set_output("Out", [xs[0], xs[1], *out_hw], dtype)
+
+
+# -- quantized_table ---------------------------------------------------------------
+
+@define_op(
+    "quantized_table",
+    [Slot("X", doc="int8"), Slot("Table", doc="int8 [256], persistable: Table[x + 128]")],
+    [Slot("Out", doc="int8, X's shape")],
+    [Attr("function", "string", "", doc="informational: the op tabulated (sigmoid...)"),
+     Attr("in_scale", "float", 0.0, doc="informational: X's scale"),
+     Attr("out_scale", "float", 0.0, doc="informational: Out's scale (0: unknown)")],
+    doc="Out = Table[X + 128] element-wise: an element-wise function of one int8 value, "
+    "tabulated for all 256 inputs by the quantisation pass.",
+)
+def _infer_quantized_table(ctx: InferContext) -> None:
+    _check_dtype(ctx, "X", frozenset({VarType.INT8}), "int8")
+    _check_dtype(ctx, "Table", frozenset({VarType.INT8}), "int8")
+    t = ctx.input_shape("Table")
+    ctx.check(len(t) == 1 and merge_dim(t[0], 256) is not None,
+              f"Table must have shape [256], got {t}")
+    x = ctx.input_var("X")
+    ctx.set_output("Out", ctx.input_shape("X"), VarType.INT8, lod_level=x.lod_level)
 
 
 def _declare_grads() -> None:
     from ..grad import no_grad
 
     no_grad("integer", "quantize", "dequantize", "quantized_fc", "quantized_conv2d",
-            "requantize", "quantized_pool2d")
+            "requantize", "quantized_pool2d", "quantized_table")
 
 
 _declare_grads()

@@ -111,15 +111,19 @@ def quantized_pool2d(ctx: KernelContext) -> None:
     x = ctx.input("X")
     a = ctx.attrs
     is_max = a["pooling_type"] == "max"
+    is_sum = a["pooling_type"] == "sum"
+    dtype = np.dtype(np.int32) if is_sum else x.dtype
     low = np.iinfo(x.dtype).min
     if a["global_pooling"]:
         if is_max:
             out = x.max(axis=(2, 3), keepdims=True)
+        elif is_sum:
+            out = x.astype(I64).sum(axis=(2, 3), keepdims=True)
         else:
             s = x.astype(I64).sum(axis=(2, 3), keepdims=True)
             d = I64(x.shape[2] * x.shape[3])
             out = np.floor_divide(2 * s + d, 2 * d)
-        ctx.set_output("Out", out.astype(x.dtype))
+        ctx.set_output("Out", out.astype(dtype))
         return
     ksize, strides, out_hw, pads = _pool_geometry(x.shape[2:], a)
     if is_max:  # padding holds the dtype's lowest value: it never wins over a real cell
@@ -127,6 +131,19 @@ def quantized_pool2d(ctx: KernelContext) -> None:
     else:
         win = _windows(_pad_hw(x.astype(I64), pads, 0), ksize, strides, [1, 1], out_hw)
         s = win.sum(axis=(-2, -1))
-        d = _avg_counts(a, x.shape[2:], ksize, strides, out_hw, pads, np.dtype(I64))
-        out = np.floor_divide(2 * s + d, 2 * d)  # round half up
-    ctx.set_output("Out", out.astype(x.dtype))
+        if is_sum:
+            out = s
+        else:
+            d = _avg_counts(a, x.shape[2:], ksize, strides, out_hw, pads, np.dtype(I64))
+            out = np.floor_divide(2 * s + d, 2 * d)  # round half up
+    ctx.set_output("Out", out.astype(dtype))
+
+
+@register_kernel("quantized_table")
+def quantized_table(ctx: KernelContext) -> None:
+    x, lod = ctx.input_with_lod("X")
+    table = np.asarray(ctx.input("Table")).reshape(-1)
+    if table.size != 256:
+        raise ValueError(f"Table has {table.size} entries, expected 256 (Table[x + 128])")
+    out = table.astype(np.int8)[x.astype(I64) + 128]
+    ctx.set_output("Out", out, lod=lod)

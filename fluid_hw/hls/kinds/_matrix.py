@@ -1,0 +1,100 @@
+"""What the matrix-like kinds (fc, convolution, depthwise convolution) share: the
+requantisation behind their accumulator, their parameter arrays, and the memories
+and LUT share of their MVAU-style datapath."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from fluid_hw.rtl._util import ceil_log2
+from fluid_hw.rtl.mvau import mvau_latency
+from fluid_hw.rtl.requant import PARAM_ENTRY_BITS
+from fluid_hw.rtl.stream import credit_depth
+
+from ...ir import dtypes
+from ..partition import LoweringError, main_output
+from ..stage_info import INT32, FixedPoint, Values, broadcast, param_value
+
+__all__ = ["requant_tail", "requant_arrays", "check_weights", "fifo_storage", "tree_bits",
+           "matrix_memories", "matrix_lut"]
+
+
+def check_weights(b: Any, op: Any, name: str, wname: str) -> Any:
+    wv = b.gb.var(wname)
+    if wv.dtype != dtypes.VarType.INT8:
+        raise LoweringError(f"{op.type} {name!r}: weights {wname!r} are {wv.dtype_name}; the "
+                            "accelerator's multipliers take int8 (quantise with "
+                            "weight_bits 8 or 4)")
+    return wv
+
+
+def requant_tail(b: Any, chain: Sequence[int], k: int, name: str
+                 ) -> tuple[list[int], dict[str, str | None], str, bool, FixedPoint, bool]:
+    """The ``requantize`` after the accumulating op at ``chain[k]``: ``(ops used,
+    {multiplier, shift}, output value, relu, output format, requantize)``; without one
+    (int32 out) only the last stage of the chain is allowed."""
+    i = chain[k]
+    op = b.ops[i]
+    acc = main_output(op)
+    if k + 1 < len(chain) and b.ops[chain[k + 1]].type == "requantize":
+        req = b.ops[chain[k + 1]]
+        if req.attr("bits") != 8:
+            raise LoweringError(f"requantize (-> {main_output(req)}) of layer {name!r} "
+                                f"makes {req.attr('bits')}-bit values; the accelerator "
+                                "streams int8 (activation_bits=8)")
+        relu = bool(req.attr("relu"))
+        scale = float(req.attr("out_scale")) or None
+        return ([i, chain[k + 1]],
+                {"multiplier": req.input("Multiplier")[0], "shift": req.input("Shift")[0]},
+                main_output(req), relu, FixedPoint(8, 0 if relu else -128, 127, scale), True)
+    if k + 1 < len(chain):
+        nxt = b.ops[chain[k + 1]]
+        raise LoweringError(f"{op.type} {name!r} (-> {acc}) is followed by {nxt.type}, not "
+                            "requantize: only the last stage may stream int32 values")
+    return [i], {"multiplier": None, "shift": None}, acc, False, INT32, False
+
+
+def requant_arrays(st: Any, values: Values, channels: int) -> dict[str, np.ndarray]:
+    """Bias, multiplier and shift of a stage (per channel) from ``values``."""
+    out: dict[str, np.ndarray] = {}
+    if st.params.get("bias"):
+        out["bias"] = param_value(values, st.params["bias"]).reshape(-1)
+    if st.requantize:
+        for slot in ("multiplier", "shift"):
+            out[slot] = broadcast(param_value(values, st.params[slot]), channels, slot, st.name)
+    return out
+
+
+def fifo_storage(depth: int) -> int:
+    """Entries of the memory in amaranth's SyncFIFOBuffered of ``depth`` (>= 3)."""
+    return max(3, depth) - 1
+
+
+def tree_bits(simd: int) -> int:
+    """Register bits of a PE's adder tree."""
+    return sum(17 + lvl for lvl in range(ceil_log2(simd)) for _ in range(simd >> lvl))
+
+
+def matrix_memories(s: Any) -> list[tuple[int, int, str]]:
+    """Weights and parameters per PE, the input double buffer and the output queue of an
+    MVAU-style datapath."""
+    const = "ram" if s.runtime else "rom"
+    out = []
+    for _ in range(s.pe):
+        out.append((s.nf * s.sf, 8 * s.simd, const))       # weights
+        out.append((s.nf, PARAM_ENTRY_BITS, const))         # bias, multiplier, shift
+    out.append((2 << ceil_log2(s.sf), 8 * s.simd, "ram"))  # input double buffer
+    depth = credit_depth(mvau_latency(s.simd, s.requantize), s.sf)
+    out.append((fifo_storage(depth), s.out_bits * s.pe, "ram"))  # output queue
+    return out
+
+
+def matrix_lut(s: Any, cal: Any) -> float:
+    """The PEs' share of the calibrated LUT model (autofold.Calibration)."""
+    lut = cal.per_pe * s.pe + cal.per_tree_bit * s.pe * tree_bits(s.simd)
+    if s.runtime:
+        lut += cal.per_runtime_pe * s.pe
+    return lut

@@ -1,0 +1,107 @@
+"""Kind ``avgpool``: a sum ``quantized_pool2d`` + its ``requantize`` (average and global
+average pooling as quantised by docs/fixed_point.md: the window sum in int32, then one
+per-tensor multiplier and shift that divide by the window size and rescale).  A sliding
+window generator ("ckk") feeds a lane-wise int32 sum, then the requantiser; lanes
+follow the producer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from fluid_hw.rtl import hwc_order
+from fluid_hw.rtl.avgpool_spec import AvgPoolSpec
+from fluid_hw.rtl.requant import REQUANT_LATENCY
+
+from ..partition import LoweringError, main_output
+from ..stage_info import Cursor, FixedPoint, LoweredStage, Values, layer_name, param_value
+from ..stages import (
+    ReduceConsumer,
+    Resources,
+    queue_latency,
+    swg_resources,
+    window_cycles,
+    window_times,
+)
+from ._base import StageKind
+from ._image import row_buffer, window_memories
+from ._matrix import fifo_storage
+from .maxpool import pool_geometry, pool_shape
+
+
+def _matches(program: Any, op: Any) -> bool:
+    return op.type == "quantized_pool2d" and op.attr("pooling_type") == "sum"
+
+
+def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredStage, int]:
+    i = chain[k]
+    op = b.ops[i]
+    name = b.unique(layer_name(main_output(op)))
+    if k + 1 >= len(chain) or b.ops[chain[k + 1]].type != "requantize":
+        raise LoweringError(f"quantized_pool2d (sum) {name!r} (-> {main_output(op)}) is not "
+                            "followed by requantize: the accelerator streams int8 (quantise "
+                            "the float model with fluid_hw.passes.quantize)")
+    req = b.ops[chain[k + 1]]
+    g = pool_geometry(b, op, name, cur)
+    out_shape = (cur.shape[0], *g.pop("out"))
+    relu = bool(req.attr("relu"))
+    out_fmt = FixedPoint(8, 0 if relu else -128, 127, float(req.attr("out_scale")) or None)
+    st = LoweredStage(name, "avgpool", "pool2d", [i, chain[k + 1]], cur.var,
+                      main_output(req), cur.shape, out_shape, cur.fmt, out_fmt,
+                      hwc_order(*out_shape),
+                      {"multiplier": req.input("Multiplier")[0],
+                       "shift": req.input("Shift")[0]}, {"stream": "HWC"}, g, relu)
+    return st, 2
+
+
+def _scalar(values: Values, name: str, stage: str, what: str) -> int:
+    a = param_value(values, name).reshape(-1)
+    if a.size != 1 and not np.all(a == a[0]):
+        raise LoweringError(f"stage {stage!r}: the average pool's {what} {name!r} differs per "
+                            "channel; the pooling stage takes one per tensor")
+    return int(a[0])
+
+
+def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode: str
+               ) -> AvgPoolSpec:
+    m, n = 1, 0
+    if values is not None:
+        m = _scalar(values, st.params["multiplier"], st.name, "multiplier")  # type: ignore
+        n = _scalar(values, st.params["shift"], st.name, "shift")  # type: ignore
+    g = st.geometry
+    return AvgPoolSpec(st.name, st.in_shape, kernel=tuple(g["kernel"]),  # type: ignore
+                       stride=tuple(g["stride"]), padding=tuple(g["padding"]),
+                       multiplier=m, shift=n, relu=st.relu)
+
+
+def _cycles(s: Any, lanes: tuple[int, int]) -> int:
+    c, h, w = s.in_shape
+    return max(window_cycles(s.geometry, lanes[0]), h * w * c // lanes[0])
+
+
+def _times(s: Any, lanes: tuple[int, int], t_in: np.ndarray) -> np.ndarray:
+    g = s.geometry
+    red = ReduceConsumer(g.kernel[0] * g.kernel[1])
+    window_times(t_in, g, lanes[0], red)
+    return np.repeat(np.array(red.outputs) + REQUANT_LATENCY + queue_latency(), lanes[0])
+
+
+def _resources(s: Any, lanes: tuple[int, int]) -> Resources:
+    ln = lanes[0]
+    return swg_resources(s.geometry, ln) + Resources(lut=40 * ln + 180 * ln,
+                                                     ff=70 * ln + 550 * ln, dsp=2 * ln)
+
+
+KIND = StageKind(
+    name="avgpool", spec=AvgPoolSpec, report_op="pool2d",
+    matches=_matches, lower=_lower, make_spec=_make_spec,
+    cycles=_cycles, times=_times, resources=_resources,
+    memories=lambda s, lanes: [*window_memories(s.geometry, lanes[0]),
+                               (fifo_storage(4), 8 * lanes[0], "ram")],
+    lut=lambda s, lanes, cal: cal.per_window + 40 * lanes[0],
+    shape=pool_shape,
+    buffer=row_buffer,
+    doc="average / global average pooling: window sum, then the requantiser",
+)

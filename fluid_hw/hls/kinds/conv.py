@@ -1,0 +1,117 @@
+"""Kind ``conv``: ``quantized_conv2d`` (groups 1) + ``requantize`` as a sliding-window
+generator in front of an MVAU; the filter ``[M, C, kh, kw]`` becomes the matrix
+``[M, (ky*kw + kx)*C + c]`` (window order "kkc"), images stream HWC."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from fluid_hw.rtl import hwc_order
+from fluid_hw.rtl.mvau import mvau_latency
+
+from ..partition import LoweringError, main_output
+from ..stage_info import Cursor, LoweredStage, Values, layer_name, param_value
+from ..stages import (
+    ConvStage,
+    MVAUConsumer,
+    Resources,
+    mvau_resources,
+    queue_latency,
+    swg_resources,
+    window_cycles,
+    window_times,
+)
+from ._base import StageKind
+from ._image import image_input, row_buffer, window, window_memories
+from ._matrix import check_weights, matrix_lut, matrix_memories, requant_arrays, requant_tail
+
+
+def _matches(program: Any, op: Any) -> bool:
+    return op.type == "quantized_conv2d" and op.attr("groups") == 1
+
+
+def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredStage, int]:
+    op = b.ops[chain[k]]
+    wname = op.input("Filter")[0]
+    bname = (op.input("Bias") or [None])[0]
+    name = b.unique(layer_name(wname, main_output(op)))
+    wv = check_weights(b, op, name, wname)
+    used, rq, out, relu, out_fmt, requantize = requant_tail(b, chain, k, name)
+    c, h, w = image_input(op, name, cur)
+    filt = tuple(int(d) for d in wv.shape)
+    if filt[1] != c:
+        raise LoweringError(f"quantized_conv2d {name!r}: its filter {wname!r} {list(filt)} "
+                            f"expects {filt[1]} input channels, the input {cur.var!r} has {c}")
+    (oh, ow), pads, dil = window(op, name, (h, w), filt[2:], op.attr("strides"),
+                                 op.attr("paddings"), op.attr("dilations"), False)
+    geometry = {"filter": list(filt), "stride": [int(s) for s in op.attr("strides")],
+                "padding": pads, "dilation": dil}
+    out_shape = (filt[0], oh, ow)
+    layout = {"weights": "Filter [M, C, kh, kw] -> matrix [M, (ky*kw + kx)*C + c]",
+              "stream": "HWC"}
+    st = LoweredStage(name, "conv", op.type, used, cur.var, out, cur.shape, out_shape,
+                      cur.fmt, out_fmt, hwc_order(*out_shape),
+                      {"weights": wname, "bias": bname, **rq}, layout, geometry, relu,
+                      requantize, fold_dims=(c * filt[2] * filt[3], filt[0]))
+    return st, len(used)
+
+
+def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode: str
+               ) -> ConvStage:
+    arrays: dict[str, Any] = {}
+    if values is not None:
+        arrays = {"weights": param_value(values, st.params["weights"]),  # type: ignore
+                  **requant_arrays(st, values, st.mh)}
+    elif st.requantize:
+        mode = "runtime"
+    g = st.geometry
+    m, _c, kh, kw = g["filter"]
+    return ConvStage(st.name, st.in_shape, m, kernel=(kh, kw),  # type: ignore[arg-type]
+                     stride=tuple(g["stride"]), padding=tuple(g["padding"]),
+                     dilation=tuple(g["dilation"]), pe=pe, simd=simd, relu=st.relu,
+                     weights_mode=mode, requantize=st.requantize, **arrays)
+
+
+def _cycles(s: Any, lanes: tuple[int, int]) -> int:
+    oh, ow = s.geometry.out_hw
+    c, h, w = s.in_shape
+    return max(window_cycles(s.geometry, s.window_lanes), oh * ow * s.nf * s.sf,
+               h * w * c // s.window_lanes)
+
+
+def _times(s: Any, lanes: tuple[int, int], t_in: np.ndarray) -> np.ndarray:
+    g = s.geometry
+    n_w = g.window_size // s.window_lanes
+    cons = MVAUConsumer(n_w, s.simd // s.window_lanes, s.sf, s.nf)
+    window_times(t_in, g, s.window_lanes, cons)
+    lat = mvau_latency(s.simd, s.requantize)
+    nf = np.arange(s.mh) // s.pe
+    return np.concatenate([c + (nf + 1) * s.sf - 1 + lat + queue_latency()
+                           for c in cons.compute])
+
+
+def _resources(s: Any, lanes: tuple[int, int]) -> Resources:
+    return mvau_resources(s.mw, s.mh, s.pe, s.simd, s.requantize, not s.runtime) + \
+        swg_resources(s.geometry, s.window_lanes)
+
+
+def _shape(s: Any) -> dict[str, Any]:
+    kh, kw = s.kernel
+    return {"in": list(s.in_shape), "out": list(s.out_shape), "kernel": [kh, kw],
+            "stride": list(s.stride), "padding": list(s.padding)}
+
+
+KIND = StageKind(
+    name="conv", spec=ConvStage, report_op="quantized_conv2d",
+    matches=_matches, lower=_lower, make_spec=_make_spec,
+    cycles=_cycles, times=_times, resources=_resources,
+    memories=lambda s, lanes: matrix_memories(s) + window_memories(s.geometry,
+                                                                   s.window_lanes),
+    lut=lambda s, lanes, cal: matrix_lut(s, cal) + cal.per_window,
+    shape=_shape,
+    buffer=row_buffer,
+    doc="convolution (groups 1) + requantisation: sliding windows into an MVAU",
+)

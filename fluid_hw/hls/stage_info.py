@@ -1,0 +1,150 @@
+"""What the lowering knows of one hardware stage, independent of its folding.
+
+:class:`LoweredStage` is a stage found in the program (its ops, values, shapes,
+fixed-point formats, stream order, parameter names); the stage kinds of
+:mod:`.kinds` make it from the program's ops and turn it into a spec for a folding.
+:class:`Cursor` is the stream between two stages as the lowering walks the chain.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fluid_hw.rtl.spec import StageSpec
+
+from ..ir.lod import LoDTensor
+from .partition import LoweringError
+
+__all__ = ["FixedPoint", "INT8", "INT32", "LoweredStage", "Cursor", "layer_name",
+           "param_value", "broadcast", "Values"]
+
+Values = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class FixedPoint:
+    """An integer format: ``bits`` wide, values in ``[lo, hi]``, real value ``q * scale``
+    (``scale`` None where the program does not record it).  8-bit values only for now;
+    the precision issue widens this type (docs/fixed_point.md)."""
+
+    bits: int
+    lo: int
+    hi: int
+    scale: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"bits": self.bits, "lo": self.lo, "hi": self.hi, "scale": self.scale}
+
+    def clamped_below(self, lo: int) -> FixedPoint:
+        return FixedPoint(self.bits, max(self.lo, lo), self.hi, self.scale)
+
+
+INT8 = FixedPoint(8, -128, 127)
+INT32 = FixedPoint(32, -2**31, 2**31 - 1)
+
+
+@dataclass
+class Cursor:
+    """The stream at one point of the chain: the program value it carries, that
+    value's per-example shape, its fixed-point format, and which element each stream
+    position carries (``perm[j]``: element of the flattened value at position ``j``)."""
+
+    var: str
+    shape: tuple[int, ...]
+    perm: np.ndarray
+    fmt: FixedPoint
+
+
+@dataclass
+class LoweredStage:
+    """One hardware stage and where it came from.
+
+    ``kind``: its stage kind (:mod:`.kinds`); ``ops``: indices of the program ops it
+    implements; ``in_var``/``out_var``: the program values at its input and output
+    (``out_var``'s golden value, with ``relu`` applied when ``golden_relu``, is what the
+    stage streams, in ``stream_perm`` order: stream position ``j`` carries element
+    ``stream_perm[j]`` of one example's flattened ``out_var``); ``params``: slot ->
+    program variable (weights, bias, multiplier, shift, table); ``layout``: how the
+    parameters were rearranged; ``fold_dims``: ``(mw, mh)`` of a folding stage (SIMD
+    divides mw, PE divides mh)."""
+
+    name: str
+    kind: str
+    op: str
+    ops: list[int]
+    in_var: str
+    out_var: str
+    in_shape: tuple[int, ...]
+    out_shape: tuple[int, ...]
+    in_format: FixedPoint
+    out_format: FixedPoint
+    stream_perm: np.ndarray
+    params: dict[str, str | None] = field(default_factory=dict)
+    layout: dict[str, Any] = field(default_factory=dict)
+    geometry: dict[str, Any] = field(default_factory=dict)
+    relu: bool = False
+    requantize: bool = True
+    golden_relu: bool = False
+    col_perm: np.ndarray | None = None
+    fold_dims: tuple[int, int] | None = None
+    spec: StageSpec | None = None
+
+    @property
+    def folds(self) -> bool:
+        """Whether the stage has a PE x SIMD folding of its own."""
+        return self.fold_dims is not None
+
+    @property
+    def is_matrix(self) -> bool:  # the older name
+        return self.folds
+
+    @property
+    def mw(self) -> int:
+        return self.fold_dims[0] if self.fold_dims else 0
+
+    @property
+    def mh(self) -> int:
+        return self.fold_dims[1] if self.fold_dims else 0
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "op": self.op, "ops": self.ops,
+                "in_var": self.in_var, "out_var": self.out_var,
+                "in_shape": list(self.in_shape), "out_shape": list(self.out_shape),
+                "in_format": self.in_format.as_dict(), "out_format": self.out_format.as_dict(),
+                "params": self.params, "layout": self.layout, "relu": self.relu,
+                "requantize": self.requantize, "golden_relu": self.golden_relu}
+
+
+def layer_name(*candidates: str | None) -> str:
+    """A stage name from the first program name given: its prefix before the first
+    dot (``fc_0.w_0.int8`` -> ``fc_0``), as a Verilog-safe identifier."""
+    for c in candidates:
+        if c:
+            base = re.sub(r"\W", "_", c.split(".")[0]) or "stage"
+            return base if not base[0].isdigit() else f"s_{base}"
+    return "stage"
+
+
+def param_value(values: Values, name: str) -> np.ndarray:
+    """A parameter's array from a Scope or a dict (a clear error when it is missing)."""
+    find = getattr(values, "find_value", None)
+    v = find(name) if find is not None else values.get(name)
+    if v is None:
+        raise LoweringError(f"parameter {name!r} has no value: load the model's parameters "
+                            "(io.load_inference_model) into the scope given to lower()")
+    return np.asarray(v.data if isinstance(v, LoDTensor) else v)
+
+
+def broadcast(arr: np.ndarray, n: int, what: str, stage: str) -> np.ndarray:
+    """A per-channel parameter of ``n`` values from one or ``n`` values."""
+    a = np.asarray(arr).reshape(-1)
+    if a.size == 1:
+        return np.full(n, a[0], dtype=a.dtype)
+    if a.size != n:
+        raise LoweringError(f"stage {stage!r}: {what} has {a.size} values, expected 1 or {n}")
+    return a

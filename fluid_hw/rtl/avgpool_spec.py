@@ -1,0 +1,125 @@
+"""Stage spec of kind ``avgpool``: average (and global average) pooling as a window sum
+then one requantisation, ``out = clamp((sum * m + 2^(n-1)) >> n, lo, 127)`` with the
+multiplier ``m`` and shift ``n`` of the program's ``requantize`` (which carries the
+division by the window size and the change of scale; no divider in hardware).  The
+image streams HWC; lanes follow the producer (``lanes=None``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import gcd
+from typing import Any
+
+import numpy as np
+
+from ._util import HardwareConfigError
+from .spec import StageSpec, _pads, _pair, _window_bound, structure_lanes
+from .swg import WindowGeometry
+
+__all__ = ["AvgPoolSpec"]
+
+
+@dataclass(eq=False)
+class AvgPoolSpec(StageSpec):
+    """Window sum + requantisation on an int8 image of ``in_shape = (C, H, W)``."""
+
+    name: str
+    in_shape: tuple[int, int, int]
+    kernel: int | tuple[int, int] = 2
+    stride: int | tuple[int, int] | None = None
+    padding: int | tuple[int, ...] = 0
+    multiplier: int = 1
+    shift: int = 0
+    relu: bool = False
+    lanes: int | None = None
+
+    kind = "avgpool"
+    op = "quantized_pool2d"
+
+    def __post_init__(self) -> None:
+        self.in_shape = tuple(int(v) for v in self.in_shape)  # type: ignore[assignment]
+        self.kernel = _pair(self.name, "kernel", self.kernel)
+        self.stride = _pair(self.name, "stride",
+                            self.kernel if self.stride is None else self.stride)  # type: ignore
+        self.padding = _pads(self.name, self.padding)
+        self.multiplier, self.shift = int(self.multiplier), int(self.shift)
+        self.validate()
+
+    @property
+    def geometry(self) -> WindowGeometry:
+        c, h, w = self.in_shape
+        return WindowGeometry(c, h, w, self.kernel, self.stride, self.padding)  # type: ignore
+
+    @property
+    def out_shape(self) -> tuple[int, int, int]:
+        oh, ow = self.geometry.out_hw
+        return (self.in_shape[0], oh, ow)
+
+    def validate(self) -> None:
+        n = self.name
+        if len(self.in_shape) != 3:
+            raise HardwareConfigError(f"stage {n!r}: in_shape must be (C, H, W)")
+        self.geometry.check(f"stage {n!r}")
+        if self.lanes is not None and (self.lanes < 1 or self.in_shape[0] % self.lanes):
+            raise HardwareConfigError(f"stage {n!r}: lanes={self.lanes} must divide the "
+                                      f"{self.in_shape[0]} channels")
+        if not 0 <= self.multiplier <= 2**15 - 1 or not 0 <= self.shift <= 47:
+            raise HardwareConfigError(f"stage {n!r}: multiplier {self.multiplier} must be in "
+                                      f"[0, 2^15 - 1] and shift {self.shift} in [0, 47]")
+        kh, kw = self.kernel  # type: ignore[misc]
+        if kh * kw * 128 >= 2**31:
+            raise HardwareConfigError(f"stage {n!r}: a {kh}x{kw} window sum can overflow int32")
+
+    @property
+    def in_len(self) -> int:  # type: ignore[override]
+        c, h, w = self.in_shape
+        return c * h * w
+
+    @property
+    def out_len(self) -> int:  # type: ignore[override]
+        c, oh, ow = self.out_shape
+        return c * oh * ow
+
+    @property
+    def in_lanes(self) -> int:  # type: ignore[override]
+        return self.lanes or 1
+
+    @property
+    def out_lanes(self) -> int:  # type: ignore[override]
+        return self.lanes or 1
+
+    def lanes_after(self, prev: int) -> tuple[int, int]:
+        lanes = self.lanes if self.lanes is not None else gcd(prev, self.in_shape[0])
+        return lanes, lanes
+
+    def structure(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "in_shape": list(self.in_shape),
+                "kernel": list(self.kernel), "stride": list(self.stride),  # type: ignore
+                "padding": list(self.padding), "relu": self.relu,  # type: ignore
+                "lanes": self.lanes}
+
+    def params(self) -> dict[str, Any]:
+        return {"multiplier": self.multiplier, "shift": self.shift}
+
+    @classmethod
+    def from_structure(cls, st: dict[str, Any]) -> AvgPoolSpec:
+        return cls(st["name"], tuple(st["in_shape"]), kernel=tuple(st["kernel"]),  # type: ignore
+                   stride=tuple(st["stride"]), padding=tuple(st["padding"]),
+                   relu=bool(st.get("relu")), lanes=structure_lanes(st))
+
+    def component(self, lanes: tuple[int, int], ff_style: str) -> Any:
+        from .pool import AvgPool
+
+        return AvgPool(self.name, self.geometry, lanes[0], multiplier=self.multiplier,
+                       shift=self.shift, relu=self.relu, ff_style=ff_style)
+
+    def model(self, x: np.ndarray) -> np.ndarray:
+        from .pool import avgpool_model
+
+        c, h, w = self.in_shape
+        return np.stack([avgpool_model(v.reshape(h, w, c), self.geometry, self.multiplier,
+                                       self.shift, self.relu).reshape(-1)
+                         for v in np.asarray(x)]).astype(np.int64)
+
+    def cycle_bound(self) -> int:
+        return _window_bound(self.in_shape, self.geometry, 0) + 64

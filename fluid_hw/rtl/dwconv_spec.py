@@ -1,0 +1,157 @@
+"""Stage spec of kind ``dwconv``: a depthwise convolution (one ``kh x kw`` filter per
+channel, FINN's VVAU) + requantisation on an HWC-streamed image.
+
+``weights`` int8 ``[C, 1, kh, kw]`` as ``quantized_conv2d`` with ``groups = C`` holds
+them; ``pe`` channels in parallel (``pe`` divides C; no SIMD: ``simd`` is 1).  As a
+matrix it is ``[mh = C, mw = kh * kw]`` (row = channel), so its runtime weight and
+parameter memories have the MVAU's layout with SIMD 1: PE ``p`` holds channel ``g *
+pe + p`` at words ``g * kh * kw + k``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ._util import HardwareConfigError
+from .spec import _MatrixMixin, _pads, _pair, _window_bound, zero_params
+from .swg import WindowGeometry
+
+__all__ = ["DepthwiseSpec"]
+
+
+@dataclass(eq=False)
+class DepthwiseSpec(_MatrixMixin):
+    """A depthwise convolution of ``in_shape = (C, H, W)`` (see the module docstring)."""
+
+    name: str
+    in_shape: tuple[int, int, int]
+    kernel: int | tuple[int, int] = 3
+    stride: int | tuple[int, int] = 1
+    padding: int | tuple[int, ...] = 0
+    dilation: int | tuple[int, int] = 1
+    pe: int = 1
+    simd: int = 1
+    weights: np.ndarray | None = None
+    bias: np.ndarray | None = None
+    multiplier: np.ndarray | None = None
+    shift: np.ndarray | None = None
+    relu: bool = False
+    weights_mode: str = "const"
+    requantize: bool = True
+
+    kind = "dwconv"
+    op = "quantized_conv2d"
+
+    def __post_init__(self) -> None:
+        self.in_shape = tuple(int(v) for v in self.in_shape)  # type: ignore[assignment]
+        self.kernel = _pair(self.name, "kernel", self.kernel)
+        self.stride = _pair(self.name, "stride", self.stride)
+        self.dilation = _pair(self.name, "dilation", self.dilation)
+        self.padding = _pads(self.name, self.padding)
+        self.validate()
+
+    @property
+    def geometry(self) -> WindowGeometry:
+        c, h, w = self.in_shape
+        return WindowGeometry(c, h, w, self.kernel, self.stride, self.padding,  # type: ignore
+                              self.dilation)  # type: ignore[arg-type]
+
+    @property
+    def mw(self) -> int:  # type: ignore[override]
+        kh, kw = self.kernel  # type: ignore[misc]
+        return kh * kw
+
+    @property
+    def mh(self) -> int:  # type: ignore[override]
+        return self.in_shape[0]
+
+    @property
+    def out_shape(self) -> tuple[int, int, int]:
+        oh, ow = self.geometry.out_hw
+        return (self.in_shape[0], oh, ow)
+
+    def validate(self) -> None:
+        if len(self.in_shape) != 3:
+            raise HardwareConfigError(f"stage {self.name!r}: in_shape must be (C, H, W)")
+        if self.simd != 1:
+            raise HardwareConfigError(f"stage {self.name!r}: a depthwise convolution has no "
+                                      f"SIMD folding (simd=1), got simd={self.simd}")
+        self.geometry.check(f"stage {self.name!r}")
+        if self.weights is not None:
+            kh, kw = self.kernel  # type: ignore[misc]
+            shape = (self.in_shape[0], 1, kh, kw)
+            if tuple(np.shape(self.weights)) != shape:
+                raise HardwareConfigError(f"stage {self.name!r}: filter has shape "
+                                          f"{tuple(np.shape(self.weights))}, expected {shape} "
+                                          "[C, 1, kh, kw]")
+        self._check_matrix()
+
+    def matrix(self) -> np.ndarray | None:
+        if self.weights is None:
+            return None
+        return np.asarray(self.weights).reshape(self.in_shape[0], -1)
+
+    @property
+    def in_len(self) -> int:  # type: ignore[override]
+        c, h, w = self.in_shape
+        return c * h * w
+
+    @property
+    def out_len(self) -> int:  # type: ignore[override]
+        c, oh, ow = self.out_shape
+        return c * oh * ow
+
+    @property
+    def in_lanes(self) -> int:  # type: ignore[override]
+        return self.pe
+
+    @property
+    def out_lanes(self) -> int:  # type: ignore[override]
+        return self.pe
+
+    def structure(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "in_shape": list(self.in_shape),
+                "kernel": list(self.kernel), "stride": list(self.stride),  # type: ignore
+                "padding": list(self.padding), "dilation": list(self.dilation),  # type: ignore
+                "pe": self.pe, "relu": self.relu, "bias": self.bias is not None,
+                "mode": self.weights_mode, "requantize": self.requantize}
+
+    @classmethod
+    def from_structure(cls, st: dict[str, Any]) -> DepthwiseSpec:
+        c = int(st["in_shape"][0])
+        kh, kw = (int(v) for v in st["kernel"])
+        mode = st.get("mode", "const")
+        arr = {**zero_params(st, c), "weights": np.zeros((c, 1, kh, kw), np.int64)} \
+            if mode == "const" else {}
+        return cls(st["name"], tuple(st["in_shape"]), kernel=(kh, kw),  # type: ignore
+                   stride=tuple(st["stride"]), padding=tuple(st["padding"]),
+                   dilation=tuple(st.get("dilation", (1, 1))),  # type: ignore[arg-type]
+                   pe=int(st["pe"]), relu=bool(st.get("relu")), weights_mode=mode,
+                   requantize=bool(st.get("requantize", True)), **arr)
+
+    def component(self, lanes: tuple[int, int], ff_style: str) -> Any:
+        from .dwconv import DepthwiseConv
+
+        kw = self._unit_kwargs(ff_style)
+        if "weights" in kw:
+            kw["weights"] = self.weights
+        return DepthwiseConv(self.name, self.geometry, self.pe, **kw)
+
+    def model(self, x: np.ndarray) -> np.ndarray:
+        from .dwconv import depthwise_model
+
+        c, h, w = self.in_shape
+        return np.stack([depthwise_model(v.reshape(h, w, c), self.weights, self.geometry,
+                                         self.bias,
+                                         self.multiplier if self.requantize else None,
+                                         self.shift, self.relu).reshape(-1)
+                         for v in np.asarray(x)]).astype(np.int64)
+
+    def cycle_bound(self) -> int:
+        return _window_bound(self.in_shape, self.geometry, 0) + 64
+
+    def macs(self) -> int:
+        oh, ow = self.geometry.out_hw
+        return self.mw * self.mh * oh * ow

@@ -1,0 +1,100 @@
+"""Stage spec of kind ``table``: an element-wise function of one int8 value as a
+256-entry table (sigmoid, tanh, hard-swish, ...: any op the golden model tabulates).
+
+``table`` holds the output for every input byte, indexed by the input's unsigned byte
+(``table[x & 0xFF]``, so ``table[0]`` is the output for 0 and ``table[128]`` the one
+for -128).  ``shape``: the per-example shape streamed (an image streams HWC; the
+function is the same for every element, so any lanes dividing the length do)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import gcd
+from typing import Any
+
+import numpy as np
+
+from ._util import HardwareConfigError, as_int_array
+from .spec import StageSpec, _digest, structure_lanes
+
+__all__ = ["TableSpec"]
+
+
+@dataclass(eq=False)
+class TableSpec(StageSpec):
+    """A table activation over ``shape`` (see the module docstring)."""
+
+    name: str
+    shape: tuple[int, ...]
+    table: np.ndarray | None = None
+    lanes: int | None = None
+
+    kind = "table"
+    op = "quantized_table"
+
+    def __post_init__(self) -> None:
+        self.shape = tuple(int(v) for v in self.shape)
+        if self.table is None:
+            self.table = np.zeros(256, np.int64)
+        self.validate()
+
+    def validate(self) -> None:
+        n = self.name
+        if not self.shape or any(d < 1 for d in self.shape):
+            raise HardwareConfigError(f"stage {n!r}: shape {list(self.shape)} must be known "
+                                      "and positive")
+        self.table = as_int_array(f"stage {n!r}", "table", self.table, (256,), -128, 127)
+        if self.lanes is not None and (self.lanes < 1 or self.in_len % self.lanes):
+            raise HardwareConfigError(f"stage {n!r}: lanes={self.lanes} must divide the "
+                                      f"{self.in_len} elements")
+
+    @property
+    def in_shape(self) -> tuple[int, ...]:
+        return self.shape
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        return self.shape
+
+    @property
+    def in_len(self) -> int:  # type: ignore[override]
+        return int(np.prod(self.shape))
+
+    @property
+    def out_len(self) -> int:  # type: ignore[override]
+        return self.in_len
+
+    @property
+    def in_lanes(self) -> int:  # type: ignore[override]
+        return self.lanes or 1
+
+    @property
+    def out_lanes(self) -> int:  # type: ignore[override]
+        return self.lanes or 1
+
+    def lanes_after(self, prev: int) -> tuple[int, int]:
+        lanes = self.lanes if self.lanes is not None else gcd(prev, self.in_len)
+        return lanes, lanes
+
+    def structure(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "shape": list(self.shape),
+                "lanes": self.lanes}
+
+    def params(self) -> dict[str, Any]:
+        return {"table": _digest(self.table)}
+
+    @classmethod
+    def from_structure(cls, st: dict[str, Any]) -> TableSpec:
+        return cls(st["name"], tuple(st["shape"]), lanes=structure_lanes(st))
+
+    def component(self, lanes: tuple[int, int], ff_style: str) -> Any:
+        from .table import TableActivation
+
+        return TableActivation(self.name, lanes[0], self.table)
+
+    def model(self, x: np.ndarray) -> np.ndarray:
+        t = np.asarray(self.table, np.int64)
+        return t[np.asarray(x, np.int64) & 0xFF]
+
+    def cycle_bound(self) -> int:
+        return self.in_len + 64
