@@ -12,8 +12,9 @@ from ._ff import FF_STYLES, TRELLIS_FF_SIM
 from ._util import HardwareConfigError, pack_lanes, unpack_lanes
 from .axil import AXILiteModel, AXILiteRegisters, AXILiteSignature
 from .conv import ConvUnit, conv2d_model
+from .dwconv import DepthwiseConv, depthwise_model, dw_weight_entries, dwconv_latency
 from .mvau import MVAU, mvau_model
-from .pool import MaxPool, MaxReduce, maxpool_model
+from .pool import AvgPool, MaxPool, MaxReduce, SumReduce, avgpool_model, maxpool_model
 from .regmap import Register, emit_c_header, emit_markdown, register_map
 from .requant import Requantiser, RequantPipe, requantize_model
 from .spec import (
@@ -29,6 +30,7 @@ from .spec import (
 )
 from .stream import CreditQueue, Downsizer, SkidBuffer, StreamFIFO, Upsizer, WidthConverter
 from .swg import SlidingWindow, WindowGeometry, swg_model
+from .table import TableActivation, table_model
 from .top import AcceleratorTop, pipeline_model, stage_lanes
 from .uart_bridge import UartBridge, UartBridgeModel, UartRx, UartTx, baud_divisor
 
@@ -37,6 +39,8 @@ __all__ = [
     "unpack_lanes",
     "AXILiteModel", "AXILiteRegisters", "AXILiteSignature",
     "ConvUnit", "conv2d_model", "MVAU", "mvau_model", "MaxPool", "MaxReduce", "maxpool_model",
+    "DepthwiseConv", "depthwise_model", "dw_weight_entries", "dwconv_latency",
+    "AvgPool", "SumReduce", "avgpool_model", "TableActivation", "table_model",
     "Register", "emit_c_header", "emit_markdown", "register_map",
     "Requantiser", "RequantPipe", "requantize_model",
     "ConvSpec", "MaxPoolSpec", "MVAUSpec", "ParamSegment", "StageSpec", "design_hash",
