@@ -50,3 +50,10 @@ __all__ = [
     "AcceleratorTop", "pipeline_model", "stage_lanes",
     "UartBridge", "UartBridgeModel", "UartRx", "UartTx", "baud_divisor",
 ]
+
+# stage kinds beyond those above register their specs on import (spec.SPEC_KINDS)
+from .avgpool_spec import AvgPoolSpec
+from .dwconv_spec import DepthwiseSpec
+from .table_spec import TableSpec
+
+__all__ += ["AvgPoolSpec", "DepthwiseSpec", "TableSpec"]

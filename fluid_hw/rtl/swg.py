@@ -246,7 +246,9 @@ class SlidingWindow(Component):
                 lo_next = Signal(signed(cbits))
                 m.d.comb += lo_next.eq(Mux(iy_base + sh > 0, iy_base + sh, 0))
                 last_row = oy == OH - 1
-                ok = ~last_row | (head_y + filled >= H)
+                # the rows to release must have arrived: with a row stride beyond the
+                # kernel, the next output row starts past rows no window reads
+                ok = head_y + filled >= Mux(last_row, H, lo_next)
                 m.d.comb += n_rel.eq(Mux(last_row, H - head_y, lo_next - head_y))
                 with m.If(ok):
                     m.d.comb += release.eq(n_rel)

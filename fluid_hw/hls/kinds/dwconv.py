@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from fluid_hw.rtl import hwc_order
+from fluid_hw.rtl.dwconv import dwconv_latency
 from fluid_hw.rtl.dwconv_spec import DepthwiseSpec
-from fluid_hw.rtl.requant import BIAS_ONLY_LATENCY, REQUANT_LATENCY
 
 from ..partition import LoweringError, main_output
 from ..stage_info import Cursor, LoweredStage, Values, layer_name, param_value
@@ -28,10 +28,6 @@ from ..stages import (
 from ._base import StageKind
 from ._image import image_input, row_buffer, window, window_memories
 from ._matrix import check_weights, fifo_storage, requant_arrays, requant_tail
-
-#: cycles from a window's last beat into the MAC to the sum entering the requantiser
-#: (weight read, input and product registers, accumulate)
-MAC_LATENCY = 5
 
 
 def is_depthwise(program: Any, op: Any) -> bool:
@@ -92,8 +88,7 @@ def _cycles(s: Any, lanes: tuple[int, int]) -> int:
 
 
 def _latency(s: Any) -> int:
-    return MAC_LATENCY + (REQUANT_LATENCY if s.requantize else BIAS_ONLY_LATENCY) + \
-        queue_latency()
+    return dwconv_latency(s.requantize) + queue_latency()
 
 
 def _times(s: Any, lanes: tuple[int, int], t_in: np.ndarray) -> np.ndarray:
