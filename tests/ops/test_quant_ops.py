@@ -269,6 +269,8 @@ def ref_pool(x, k, s, pads, kind, exclusive):
                              if 0 <= y < h and 0 <= z < w]
                     if kind == "max":
                         out[a, ch, i, j] = max(cells)
+                    elif kind == "sum":
+                        out[a, ch, i, j] = sum(cells)
                     else:
                         d = len(cells) if exclusive else k[0] * k[1]
                         out[a, ch, i, j] = (2 * sum(cells) + d) // (2 * d)
@@ -300,11 +302,78 @@ def test_quantized_pool2d_ties_and_padding():
     assert g.reshape(-1).tolist() == [0, (2 * -261 + 4) // 8]
 
 
+@pytest.mark.parametrize(("shape", "attrs", "pads"), [
+    ((2, 3, 5, 5), {"ksize": [3, 3], "strides": [2, 2], "paddings": [1, 1]}, [1, 1, 1, 1]),
+    ((1, 2, 6, 4), {"ksize": [2, 2], "strides": [2, 2]}, [0, 0, 0, 0]),
+    ((1, 2, 5, 7), {"ksize": [2, 3], "strides": [1, 2], "paddings": [1, 0, 0, 2]},
+     [1, 0, 0, 2]),
+])
+def test_quantized_pool2d_sum_matches_python_ints(shape, attrs, pads):
+    x = i8(*shape)
+    want = ref_pool(x, attrs["ksize"], attrs["strides"], pads, "sum", False)
+    for exclusive in (True, False):  # padding cells are 0 either way: no divide
+        out = run_op("quantized_pool2d", {"X": x}, {"pooling_type": "sum", **attrs,
+                                                    "exclusive": exclusive})["Out"]
+        assert out.dtype == np.int32
+        np.testing.assert_array_equal(out, want)
+
+
+def test_quantized_pool2d_sum_at_the_rails_and_global():
+    x = np.full((1, 2, 7, 9), -128, np.int8)
+    x[0, 1] = 127
+    g = run_op("quantized_pool2d", {"X": x}, {"pooling_type": "sum", "ksize": [1, 1],
+                                              "global_pooling": True})["Out"]
+    assert g.dtype == np.int32 and g.shape == (1, 2, 1, 1)
+    assert g.reshape(-1).tolist() == [-128 * 63, 127 * 63]
+    w = run_op("quantized_pool2d", {"X": x}, {"pooling_type": "sum", "ksize": [3, 3],
+                                              "paddings": [1, 1]})["Out"]
+    assert w[0, 0, 0, 0] == -128 * 4 and w[0, 0, 3, 4] == -128 * 9 and w[0, 1, 6, 8] == 127 * 4
+    # int16 values: the int32 sum holds 256 of the largest
+    x16 = np.full((1, 1, 16, 16), 32767, np.int16)
+    g16 = run_op("quantized_pool2d", {"X": x16}, {"pooling_type": "sum", "ksize": [1, 1],
+                                                  "global_pooling": True})["Out"]
+    assert g16.dtype == np.int32 and int(g16.reshape(-1)[0]) == 256 * 32767
+    r = RNG.integers(-128, 128, (3, 4, 5, 6)).astype(np.int8)
+    g = run_op("quantized_pool2d", {"X": r}, {"pooling_type": "sum", "ksize": [1, 1],
+                                              "global_pooling": True})["Out"]
+    assert g.reshape(3, 4).tolist() == [[sum(int(v) for v in r[a, c].reshape(-1))
+                                         for c in range(4)] for a in range(3)]
+
+
+# -- quantized_table ---------------------------------------------------------------------
+
+
+def test_quantized_table_looks_up_every_int8_value():
+    table = i8(256)
+    x = np.arange(-128, 128).astype(np.int8).reshape(4, 2, 32)
+    out = run_op("quantized_table", {"X": x, "Table": table})["Out"]
+    assert out.dtype == np.int8 and out.shape == x.shape
+    assert out.reshape(-1).tolist() == [int(table[v + 128]) for v in range(-128, 128)]
+    y = i8(2, 3, 4, 5)
+    out = run_op("quantized_table", {"X": y, "Table": table})["Out"]
+    assert out.reshape(-1).tolist() == [int(table[int(v) + 128]) for v in y.reshape(-1)]
+    # a table of the identity is the identity; of relu, relu
+    ident = np.arange(-128, 128).astype(np.int8)
+    assert run_op("quantized_table", {"X": y, "Table": ident})["Out"].tolist() == y.tolist()
+    relu = np.maximum(ident, 0).astype(np.int8)
+    out = run_op("quantized_table", {"X": y, "Table": relu})["Out"]
+    assert out.tolist() == np.maximum(y, 0).tolist()
+
+
+def test_quantized_table_checks_its_inputs():
+    with pytest.raises(ShapeError, match=r"Table must have shape \[256\], got \[255\]"):
+        run_op("quantized_table", {"X": i8(2, 3), "Table": i8(255)})
+    with pytest.raises(ShapeError, match="X must be int8"):
+        run_op("quantized_table", {"X": np.zeros((2, 3), np.int16), "Table": i8(256)})
+    with pytest.raises(ShapeError, match="Table must be int8"):
+        run_op("quantized_table", {"X": i8(2, 3), "Table": np.zeros(256, np.int32)})
+
+
 # -- integer only --------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("fn", ["quantized_fc", "quantized_conv2d", "requantize",
-                                "quantized_pool2d"])
+                                "quantized_pool2d", "quantized_table"])
 def test_region_kernels_use_no_float_arithmetic(fn):
     """The golden model's promise, checked on the source: no float types, no true division,
     no rounding functions inside the quantised region's kernels."""
