@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from math import floor
 from typing import Any, Protocol
 
-from fluid_hw.rtl import stage_lanes
+from fluid_hw.rtl import StageGraph, stage_lanes
 from fluid_hw.rtl._mem import BLOCK_ROM_BITS
 from fluid_hw.rtl._util import HardwareConfigError
 from fluid_hw.rtl.spec import StageSpec, spec_from_structure
@@ -168,18 +168,22 @@ def _block_ram(family: str, mems: Sequence[tuple[int, int, str]]) -> int:
 
 
 def _link_memories(specs: Sequence[StageSpec], fifo_depth: int, in_lanes: int | None,
-                   out_lanes: int | None) -> list[tuple[int, int, str]]:
-    """The FIFOs between stages (and to the output port) of an AcceleratorTop."""
-    if fifo_depth < 3:
-        return []  # skid buffers: registers
-    lanes = stage_lanes(specs)
+                   out_lanes: int | None, graph: StageGraph | None = None
+                   ) -> list[tuple[int, int, str]]:
+    """The FIFOs into every stage's input ports (and to the output port) of an
+    AcceleratorTop; below 3 entries a FIFO is a skid buffer of registers."""
+    graph = graph if graph is not None else StageGraph.chain(len(specs))
+    lanes = stage_lanes(specs, graph.inputs)
     out = []
-    bits = 8
-    for s, (lin, _lout) in zip(specs, lanes):
-        out.append((fifo_storage(fifo_depth), bits * lin, "ram"))
-        bits = s.out_bits
-    outl = out_lanes or lanes[-1][1]
-    out.append((fifo_storage(fifo_depth), specs[-1].out_bits * outl, "ram"))
+    for k, (lin, _lout) in enumerate(lanes):
+        for p, src in enumerate(graph.inputs[k]):
+            depth = graph.fifo(k, p, fifo_depth)
+            if depth >= 3:
+                bits = 8 if src < 0 else specs[src].out_bits
+                out.append((fifo_storage(depth), bits * lin, "ram"))
+    if fifo_depth >= 3:
+        outl = out_lanes or lanes[-1][1]
+        out.append((fifo_storage(fifo_depth), specs[-1].out_bits * outl, "ram"))
     return out
 
 
@@ -222,7 +226,8 @@ def bridge_estimate(family: str, in_bytes: int = 1, out_bytes: int = 1) -> Resou
 def device_estimate(specs: Sequence[StageSpec], device: DeviceLike | str, *,
                     fifo_depth: int = 2, in_lanes: int | None = None,
                     out_lanes: int | None = None, board_top: bool = True,
-                    dsp_registers: bool = False) -> dict[str, int]:
+                    dsp_registers: bool = False,
+                    graph: StageGraph | None = None) -> dict[str, int]:
     """Estimated ``lut``/``ff``/``dsp``/``bram`` of the accelerator (and, with
     ``board_top``, the UART bridge and board logic around it) on ``device`` (or a
     family name, ``ecp5``/``ice40``).  ``dsp_registers``: the design's multipliers
@@ -233,11 +238,13 @@ def device_estimate(specs: Sequence[StageSpec], device: DeviceLike | str, *,
         raise AutoFoldError(f"no resource model for the family {family!r}; known: "
                             f"{', '.join(CALIBRATION)}")
     specs = list(specs)
-    e = estimate_pipeline(specs, in_lanes=in_lanes, out_lanes=out_lanes, fifo_depth=fifo_depth)
+    e = estimate_pipeline(specs, in_lanes=in_lanes, out_lanes=out_lanes, fifo_depth=fifo_depth,
+                          graph=graph)
     cal = CALIBRATION[family]
-    lanes = stage_lanes(specs)
+    lanes = stage_lanes(specs, graph.inputs if graph is not None else None)
     mems = [m for s, ln in zip(specs, lanes) for m in _memories(s, ln)]
-    bram = _block_ram(family, mems + _link_memories(specs, fifo_depth, in_lanes, out_lanes))
+    bram = _block_ram(family, mems + _link_memories(specs, fifo_depth, in_lanes, out_lanes,
+                                                    graph))
     lut = cal.base + sum(_stage_lut(s, ln, family) for s, ln in zip(specs, lanes))
     ff = e.resources.ff - (sum(_dsp_register_ffs(s) for s in specs) if dsp_registers else 0)
     out = {"lut": round(lut), "ff": round(ff * cal.ff_scale), "dsp": e.resources.dsp,
@@ -329,8 +336,8 @@ def fold_units(specs: Sequence[StageSpec], family: str = "ecp5") -> list[FoldUni
         def make(pe: int, simd: int, s: StageSpec = s, tail: list[StageSpec] = tail
                  ) -> list[StageSpec]:
             return [refold(s, pe, simd), *tail]
-        units.append(_DeviceUnit(s.name, s.mw, s.mh, make,  # type: ignore[attr-defined]
-                                 family=family))
+        mw, mh = s.fold_dims  # type: ignore[attr-defined]
+        units.append(_DeviceUnit(s.name, mw, mh, make, family=family))
     return units
 
 
@@ -419,7 +426,7 @@ def autofold(specs: Sequence[StageSpec], device: DeviceLike, *,
              overrides: Mapping[str, tuple[int, int]] | None = None,
              target_fps: float | None = None, clock_mhz: float = 100.0,
              fifo_depth: int = 2, in_lanes: int | None = None,
-             out_lanes: int | None = None) -> AutoFold:
+             out_lanes: int | None = None, graph: StageGraph | None = None) -> AutoFold:
     """Choose PE x SIMD for every matrix stage of ``specs`` for ``device`` (see the
     module docstring).  ``fraction``: share of each budget resource to use."""
     specs = list(specs)
@@ -439,8 +446,9 @@ def autofold(specs: Sequence[StageSpec], device: DeviceLike, *,
     def whole(folding: Mapping[str, tuple[int, int]]) -> tuple[dict[str, int], Any]:
         trial = _apply(specs, folding)
         est = estimate_pipeline(trial, in_lanes=in_lanes, out_lanes=out_lanes,
-                                fifo_depth=fifo_depth)
+                                fifo_depth=fifo_depth, graph=graph)
         return device_estimate(trial, family, fifo_depth=fifo_depth, in_lanes=in_lanes,
+                               graph=graph,
                                out_lanes=out_lanes), est
 
     # the stages' share of the budget: the limits less what lies outside the units
@@ -470,7 +478,7 @@ def autofold(specs: Sequence[StageSpec], device: DeviceLike, *,
         folding = None
     if folding is None:
         raise _no_fit(specs, units, device, family, fraction, limits, fixed, ii_target,
-                      clock_mhz, whole, last_err)
+                      clock_mhz, whole, last_err, graph)
     res, est = whole(folding)
     return AutoFold({u.name: folding[u.name] for u in units}, dev_name, family, fraction,
                     res, available, limits, est.initiation_interval, est.latency_cycles,
@@ -480,7 +488,8 @@ def autofold(specs: Sequence[StageSpec], device: DeviceLike, *,
 def _no_fit(specs: Sequence[StageSpec], units: Sequence[FoldUnit], device: DeviceLike,
             family: str, fraction: float, limits: Mapping[str, int],
             fixed: Mapping[str, tuple[int, int]], ii_target: int | None, clock_mhz: float,
-            whole: Any, err: FoldingError | None) -> AutoFoldError:
+            whole: Any, err: FoldingError | None, graph: StageGraph | None = None
+            ) -> AutoFoldError:
     """The error for a design that does not fit: what is over, and what would fit."""
     name = getattr(device, "name", device)
     pct = round(100 * fraction)
@@ -492,7 +501,7 @@ def _no_fit(specs: Sequence[StageSpec], units: Sequence[FoldUnit], device: Devic
     if ii_target is not None and not over:
         fast = None
         with contextlib.suppress(AutoFoldError):
-            fast = autofold(specs, device, fraction=fraction, overrides=fixed,
+            fast = autofold(specs, device, fraction=fraction, overrides=fixed, graph=graph,
                             clock_mhz=clock_mhz)
         msg = (f"no folding reaches {clock_mhz * 1e6 / ii_target:.0f} inferences/s (initiation "
                f"interval {ii_target} cycles at {clock_mhz:g} MHz) within {pct} % of {name}")
@@ -505,7 +514,8 @@ def _no_fit(specs: Sequence[StageSpec], units: Sequence[FoldUnit], device: Devic
     msg = f"the design does not fit {name} {what}: " + "; ".join(parts or [str(err)])
     if fixed:
         try:
-            free = autofold(specs, device, fraction=fraction, clock_mhz=clock_mhz)
+            free = autofold(specs, device, fraction=fraction, clock_mhz=clock_mhz,
+                            graph=graph)
             msg += f". Without the --fold overrides this fits: --fold {_fmt_fold(free.folding)}"
         except AutoFoldError:
             pass

@@ -41,14 +41,29 @@ from typing import Any
 
 import numpy as np
 
-from fluid_hw.rtl import AcceleratorTop, HardwareConfigError, design_hash, hwc_order, stage_lanes
+from fluid_hw.rtl import (
+    AcceleratorTop,
+    HardwareConfigError,
+    StageGraph,
+    design_hash,
+    hwc_order,
+    stage_lanes,
+)
 from fluid_hw.rtl.spec import StageSpec
 
 from ..ir import dtypes
 from ..ir.program import Operator, Program
 from .folding import DEFAULT_BUDGET, FoldingBudget, FoldUnit, balance, check_folding
 from .kinds import get_kind, kind_for_op, kind_of
-from .partition import LAYOUT_OPS, LoweringError, Partition, main_output, partition
+from .partition import (
+    LAYOUT_OPS,
+    LoweringError,
+    Partition,
+    main_input,
+    main_output,
+    partition,
+    stream_inputs,
+)
 from .stage_info import (
     INT8,
     INT32,
@@ -58,7 +73,7 @@ from .stage_info import (
     Values,
     layer_name,
 )
-from .stages import PipelineEstimate, estimate_pipeline
+from .stages import PipelineEstimate, estimate_pipeline, graph_times
 
 __all__ = ["FixedPoint", "LoweredStage", "Lowered", "Discovery", "discover", "build", "lower",
            "fifo_depths", "layer_name", "lowering_hash", "mac_count", "INT8", "INT32"]
@@ -113,6 +128,13 @@ class _Builder:
                 return FixedPoint(8, -128, 127, float(op.attr("scale")))
         return INT8
 
+    def cursor(self, var: str, op: Operator) -> Cursor:
+        """The stream carrying ``var`` (read by ``op``)."""
+        if var not in self.cursors:
+            raise LoweringError(f"{op.type} (-> {main_output(op)}) reads {var!r}, which no "
+                                "hardware stage computes")
+        return self.cursors[var]
+
     # -- the walk
     def run(self) -> None:
         chain = self.part.hw
@@ -125,16 +147,23 @@ class _Builder:
         image = len(shape) == 3 and first_kind is not None and first_kind.name != "mvau"
         perm = hwc_order(*shape) if image else np.arange(int(np.prod(shape)))
         self.in_perm = perm
-        cur = Cursor(var, shape, perm, self.in_format())
+        self.cursors = {var: Cursor(var, shape, perm, self.in_format())}
+        self.producer = {var: -1}
+        # how many region ops read each value (through layout ops, which only rename)
+        self.readers: dict[str, int] = {}
+        for i in chain:
+            for v in stream_inputs(self.ops[i]):
+                self.readers[v] = self.readers.get(v, 0) + 1
         k = 0
         while k < len(chain):
             i = chain[k]
             op = self.ops[i]
+            cur = self.cursor(main_input(op), op)
             if op.type in LAYOUT_OPS:
-                cur = self.layout(i, op, cur)
+                self.layout(i, op, cur)
                 k += 1
             elif op.type == "relu":
-                cur = self.relu(i, op, cur)
+                self.relu(i, op, cur)
                 k += 1
             else:
                 kind = kind_for_op(self.program, op)
@@ -142,11 +171,14 @@ class _Builder:
                     raise LoweringError(f"{op.type} (-> {main_output(op)}) has no hardware "
                                         "lowering")
                 st, used = kind.lower(self, chain, k, cur)
+                st.inputs = [self.producer[v] for v in st.in_vars]
                 self.stages.append(st)
-                cur = Cursor(st.out_var, st.out_shape, st.stream_perm, st.out_format)
+                self.cursors[st.out_var] = Cursor(st.out_var, st.out_shape, st.stream_perm,
+                                                  st.out_format)
+                self.producer[st.out_var] = len(self.stages) - 1
                 k += used
 
-    def layout(self, i: int, op: Operator, cur: Cursor) -> Cursor:
+    def layout(self, i: int, op: Operator, cur: Cursor) -> None:
         out = main_output(op)
         new_shape = self.shape(out, op)
         perm = cur.perm
@@ -161,30 +193,53 @@ class _Builder:
             inv = np.empty_like(t_idx)
             inv[t_idx] = np.arange(t_idx.size)
             perm = inv[perm]
-        self.stages[-1].ops.append(i)
-        return Cursor(out, new_shape, perm, cur.fmt)
+        src = self.producer[cur.var]
+        if src >= 0:
+            self.stages[src].ops.append(i)
+        self.cursors[out] = Cursor(out, new_shape, perm, cur.fmt)
+        self.producer[out] = src
+        self.readers[out] = self.readers.get(out, 0) + self.readers.get(cur.var, 1) - 1
 
-    def relu(self, i: int, op: Operator, cur: Cursor) -> Cursor:
+    def relu(self, i: int, op: Operator, cur: Cursor) -> None:
         """Fold an integer relu into the clamp of the stage computing its input (through
-        stages that commute with it: max pooling)."""
-        k0 = len(self.stages) - 1
+        stages that commute with it: max pooling), when nothing else reads the values
+        in between."""
+        out = main_output(op)
+        k0 = self.producer[cur.var]
+        path = [cur.var]
         while k0 >= 0 and get_kind(self.stages[k0].kind).relu_commutes:
-            k0 -= 1
+            path.append(self.stages[k0].in_var)
+            k0 = self.stages[k0].inputs[0]
         st = self.stages[k0] if k0 >= 0 else None
         if st is None or not st.requantize:
-            raise LoweringError(f"relu (-> {main_output(op)}) does not follow a stage with a "
-                                "clamp (a requantize, an average pool or a table; through max "
+            raise LoweringError(f"relu (-> {out}) does not follow a stage with a clamp (a "
+                                "requantize, an average pool, a table or a join; through max "
                                 "pooling or layout only), so it cannot become a clamp of a "
                                 "hardware stage")
-        direct = k0 == len(self.stages) - 1 and cur.var == st.out_var
+        shared = [v for v in path if self.readers.get(v, 0) > 1]
+        if shared:
+            raise LoweringError(f"relu (-> {out}) reads {shared[0]!r}, which another hardware "
+                                "stage reads too (before the relu): the relu cannot become "
+                                "the clamp of the stage computing it. Apply the relu before "
+                                "the value branches, or keep it on the CPU")
+        direct = self.producer[cur.var] == k0 and cur.var == st.out_var
         st.relu = True
-        for s in self.stages[k0:]:
+        chain_from = [k0]
+        k = self.producer[cur.var]
+        while k != k0:
+            chain_from.append(k)
+            k = self.stages[k].inputs[0]
+        for k in chain_from:
+            s = self.stages[k]
             s.out_format = s.out_format.clamped_below(0)
             s.golden_relu = s.golden_relu or not direct
         if direct:  # the stage's value is now the relu's output
-            st.out_var = main_output(op)
-        self.stages[-1].ops.append(i)
-        return Cursor(main_output(op), cur.shape, cur.perm, cur.fmt.clamped_below(0))
+            st.out_var = out
+        src = self.producer[cur.var]
+        self.stages[src].ops.append(i)
+        self.cursors[out] = Cursor(out, cur.shape, cur.perm, cur.fmt.clamped_below(0))
+        self.producer[out] = src
+        self.readers[out] = self.readers.get(out, 0)
 
 
 @dataclass
@@ -216,29 +271,67 @@ def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode
         raise LoweringError(f"{st.op} {st.name!r} (ops {st.ops}): {e}") from None
 
 
-def fifo_depths(specs: Sequence[StageSpec], ii: int) -> list[int]:
-    """FIFO depth of each link (into every stage, then to the output port), in the
-    consumer's beats, from the producer's burst against the consumer's rate: a producer
-    emitting ``b`` elements back to back into a consumer that drains ``r`` of them per
-    cycle on average (relative to the producer's peak) needs ``b (1 - r)`` elements of
-    buffering beyond the consumer's own input buffer (an MVAU holds a whole vector, a
-    sliding window a row).  At least 2: a skid buffer, full rate."""
+def fifo_depths(specs: Sequence[StageSpec], ii: int, graph: StageGraph | None = None
+                ) -> list[int]:
+    """FIFO depth of each stage's input links (the largest of its ports), then of the
+    link to the output port, in the consumer's beats, from the producer's burst against
+    the consumer's rate: a producer emitting ``b`` elements back to back into a consumer
+    that drains ``r`` of them per cycle on average (relative to the producer's peak)
+    needs ``b (1 - r)`` elements of buffering beyond the consumer's own input buffer (an
+    MVAU holds a whole vector, a sliding window a row).  At least 2: a skid buffer, full
+    rate.  (A join's ports may need far more: :func:`join_fifo_depths`.)"""
     specs = list(specs)
-    lanes = stage_lanes(specs)
+    graph = graph if graph is not None else StageGraph.chain(len(specs))
+    lanes = stage_lanes(specs, graph.inputs)
+    rate: dict[int, tuple[int, float]] = {-1: (1, 1.0)}  # the input port: a beat a cycle
     depths = []
-    burst, peak = 1, 1.0  # the input port: one beat per cycle
-    for s, (lin, lout) in zip(specs, lanes):
+    for k, (s, (lin, lout)) in enumerate(zip(specs, lanes)):
         avg = s.in_len / max(1, ii)  # elements the consumer takes per cycle on average
         own = kind_of(s).buffer(s)
-        need = burst * max(0.0, 1 - avg / peak) - own
+        need = max(burst * max(0.0, 1 - avg / peak) - own
+                   for burst, peak in (rate[p] for p in graph.inputs[k]))
         depths.append(max(2, int(np.ceil(need / lin))))
         sf = getattr(s, "sf", 0)
         if sf == 1:  # a matrix stage that emits its output beats back to back
-            burst, peak = getattr(s, "nf", 1) * lout, float(lout)
+            rate[k] = (getattr(s, "nf", 1) * lout, float(lout))
         else:
-            burst, peak = lout, float(lout) / max(1, sf)
+            rate[k] = (lout, float(lout) / max(1, sf))
     depths.append(2)  # the output port takes a beat every cycle
     return depths
+
+
+#: beats a join's input FIFO holds beyond the modelled occupancy
+JOIN_FIFO_MARGIN = 4
+
+
+def join_fifo_depths(specs: Sequence[StageSpec], graph: StageGraph, ii: int,
+                     fifo_depth: int) -> dict[tuple[int, int], int]:
+    """Depths of the input FIFOs of joins that need more than ``fifo_depth``: a join
+    takes an element from both inputs at once, so the input whose branch is shorter (the
+    skip path of a residual block) piles up what arrives before the other branch's
+    element.  From the timing model with inferences every ``ii`` cycles: the most
+    elements of that input (of this and later inferences) that have arrived by the time
+    the join takes element ``j``, less the ``j`` taken, in beats, plus a margin.  With it
+    the skip path never fills, so the fork feeding both branches never stalls on it
+    (no deadlock) and the pipeline never stalls in steady state."""
+    gt = graph_times(specs, graph, stage_lanes(specs, graph.inputs)[0][0], fifo_depth)
+    out: dict[tuple[int, int], int] = {}
+    for k, ins in enumerate(graph.inputs):
+        if len(ins) < 2:
+            continue
+        take = gt.take[k]
+        span = float(take.max() - min(gt.port[(k, p)].min() for p in range(len(ins))))
+        later = int(np.ceil(span / max(1, ii))) + 1
+        for p in range(len(ins)):
+            arrive = np.sort(gt.port[(k, p)])
+            held = np.zeros(len(take))
+            for m in range(later + 1):  # this inference and the ones after it
+                held += np.searchsorted(arrive, take - m * ii, side="right")
+            occupancy = int((held - np.arange(len(take))).max())
+            beats = -(-occupancy // gt.lanes[k][0]) + JOIN_FIFO_MARGIN
+            if beats > fifo_depth:
+                out[(k, p)] = beats
+    return out
 
 
 @dataclass
@@ -252,6 +345,8 @@ class Lowered:
     in_perm: np.ndarray
     fifo: list[int]
     budget: FoldingBudget | None = None
+    #: the stage graph with the joins' FIFO depths
+    graph: StageGraph | None = None
 
     @property
     def specs(self) -> list[StageSpec]:
@@ -278,11 +373,12 @@ class Lowered:
         """The accelerator (``options``: more of AcceleratorTop's keywords).  Often made
         only for its description or design hash, so an unelaborated one is no leak
         (hence this module's UnusedElaboratable linter setting)."""
-        return AcceleratorTop(self.specs, name=name, fifo_depth=self.fifo_depth, **options)
+        return AcceleratorTop(self.specs, name=name, fifo_depth=self.fifo_depth,
+                              graph=self.graph, **options)
 
     @cached_property
     def _estimate(self) -> PipelineEstimate:
-        return estimate_pipeline(self.specs, fifo_depth=self.fifo_depth)
+        return estimate_pipeline(self.specs, fifo_depth=self.fifo_depth, graph=self.graph)
 
     def estimate(self) -> PipelineEstimate:
         return self._estimate
@@ -331,6 +427,8 @@ class Lowered:
             "weights": self.weights_mode,
             "folding": {k: {"pe": pe, "simd": simd} for k, (pe, simd) in self.folding.items()},
             "fifo_depths": self.fifo,
+            "join_fifo_depths": [[k, p, d] for (k, p), d in
+                                 (self.graph.edge_fifo if self.graph else ())],
             "in_shape": list(self.in_shape), "out_shape": list(self.out_shape),
             "in_perm": self.in_perm.tolist(), "out_perm": self.out_perm.tolist(),
             "stages": [s.describe() for s in self.stages],
@@ -373,10 +471,12 @@ def build(found: Discovery, values: Values, *, folding: Mapping[str, tuple[int, 
     for s in stages:
         pe, simd = fold.get(s.name, (1, 1))
         s.spec = _make_spec(s, values, pe, simd, weights)
-    specs = [s.spec for s in stages]
-    ii = estimate_pipeline(specs).initiation_interval  # type: ignore[arg-type]
-    return Lowered(found.partition, stages, fold, weights, found.in_perm,
-                   fifo_depths(specs, ii), budget)  # type: ignore[arg-type]
+    specs: list[StageSpec] = [s.spec for s in stages]  # type: ignore[misc]
+    graph = StageGraph.of([s.inputs for s in stages])
+    ii = estimate_pipeline(specs, graph=graph).initiation_interval
+    fifo = fifo_depths(specs, ii, graph)
+    graph = StageGraph.of(graph.inputs, join_fifo_depths(specs, graph, ii, max(fifo)))
+    return Lowered(found.partition, stages, fold, weights, found.in_perm, fifo, budget, graph)
 
 
 def lower(program: Program, values: Values, *, folding: Mapping[str, tuple[int, int]]
@@ -400,7 +500,11 @@ def lower(program: Program, values: Values, *, folding: Mapping[str, tuple[int, 
 def lowering_hash(low: Lowered) -> str:
     """Hash of the stages (structure, folding, and the parameters built in): equal for
     two lowerings that give the same hardware, whatever the top-level options."""
-    return design_hash(low.specs, {"fifo_depth": low.fifo_depth})
+    opts: dict[str, Any] = {"fifo_depth": low.fifo_depth}
+    if low.graph is not None and not low.graph.is_chain:
+        opts["graph"] = [list(i) for i in low.graph.inputs]
+        opts["edge_fifo"] = [[k, p, d] for (k, p), d in low.graph.edge_fifo]
+    return design_hash(low.specs, opts)
 
 
 def mac_count(spec: StageSpec) -> int:

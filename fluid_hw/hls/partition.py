@@ -27,7 +27,7 @@ from ..ir import dtypes
 from ..ir.program import Operator, Program
 from ..ir.prune import prune
 
-__all__ = ["LoweringError", "Partition", "partition", "LAYER_OPS", "LAYOUT_OPS",
+__all__ = ["LoweringError", "Partition", "partition", "LAYER_OPS", "LAYOUT_OPS", "stream_inputs",
            "main_input", "main_output", "lowerable"]
 
 LAYER_OPS = ("quantized_fc", "quantized_conv2d")
@@ -44,6 +44,13 @@ def main_input(op: Operator) -> str:
     """The activation an op of the chain reads."""
     slot = "Input" if op.type == "quantized_conv2d" else "X"
     return op.input(slot)[0]
+
+
+def stream_inputs(op: Operator) -> list[str]:
+    """The activations an op of the region reads (a join reads two)."""
+    if op.type == "quantized_add":
+        return [op.input("X")[0], op.input("Y")[0]]
+    return [main_input(op)]
 
 
 def main_output(op: Operator) -> str:
@@ -78,6 +85,9 @@ def _describe(op: Operator) -> str:
     what = op.type
     if op.type == "quantized_pool2d":
         what = f"quantized_pool2d ({op.attr('pooling_type')})"
+    elif op.type == "quantized_conv2d" and op.attr("groups") != 1:
+        what = (f"quantized_conv2d (groups={op.attr('groups')}: only groups=1 and depthwise "
+                "convolutions, one filter per channel, have a hardware lowering)")
     return f"{what} (-> {', '.join(op.output_arg_names) or 'nothing'})"
 
 
@@ -150,16 +160,18 @@ def partition(program: Program, feed_names: Sequence[str] | None = None,
     if not _is_int(program, hw_input):
         raise LoweringError(f"{_describe(ops[first])} reads {hw_input!r}, which is not an "
                             "integer tensor; the program is not quantised consistently")
-    # the chain: ops in program order, each reading the previous one's output
+    # the region: ops in program order from the first stage, each lowerable and reading
+    # only the accelerator's input and values the region computes (a graph: a value may
+    # feed several ops, a join reads two)
     chain: list[int] = []
-    cur = hw_input
+    avail = {hw_input}
     pos = body.index(first)
     while pos < len(body):
         op = ops[body[pos]]
-        if not (lowerable(program, op) and main_input(op) == cur):
+        if not (lowerable(program, op) and all(v in avail for v in stream_inputs(op))):
             break
         chain.append(body[pos])
-        cur = main_output(op)
+        avail.add(main_output(op))
         pos += 1
     while chain and ops[chain[-1]].type in LAYOUT_OPS:  # trailing layout: host side
         chain.pop()
@@ -187,6 +199,14 @@ def partition(program: Program, feed_names: Sequence[str] | None = None,
             "stage and after the last one run on the host. Remove or move these ops, or "
             "keep the model on the CPU "
             "(general CPU/FPGA partitioning is not implemented yet)")
+    # every value the region computes flows to its output
+    read = {v for i in chain for v in stream_inputs(ops[i])}
+    dead = [i for i in chain if main_output(ops[i]) not in read | {hw_output}]
+    if dead:
+        raise LoweringError(
+            f"{_describe(ops[dead[0]])} computes a value inside the accelerator that no "
+            "hardware stage reads and that is not its output: the accelerator has one "
+            "output stream. Fetch only the model's output, or keep that branch on the CPU")
     # values inside the chain must not be read anywhere else
     inner = {main_output(ops[i]) for i in chain} - {hw_output}
     for i in rest:

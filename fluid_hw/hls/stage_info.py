@@ -92,7 +92,15 @@ class LoweredStage:
     golden_relu: bool = False
     col_perm: np.ndarray | None = None
     fold_dims: tuple[int, int] | None = None
+    #: program values of further input ports (a join's second input)
+    extra_in: list[str] = field(default_factory=list)
+    #: the producer of each input port: a stage index, -1 for the accelerator's input
+    inputs: list[int] = field(default_factory=list)
     spec: StageSpec | None = None
+
+    @property
+    def in_vars(self) -> list[str]:
+        return [self.in_var, *self.extra_in]
 
     @property
     def folds(self) -> bool:
@@ -117,7 +125,8 @@ class LoweredStage:
                 "in_shape": list(self.in_shape), "out_shape": list(self.out_shape),
                 "in_format": self.in_format.as_dict(), "out_format": self.out_format.as_dict(),
                 "params": self.params, "layout": self.layout, "relu": self.relu,
-                "requantize": self.requantize, "golden_relu": self.golden_relu}
+                "requantize": self.requantize, "golden_relu": self.golden_relu,
+                "inputs": self.inputs, "in_vars": self.in_vars}
 
 
 def layer_name(*candidates: str | None) -> str:

@@ -51,12 +51,13 @@ from fluid_hw.rtl.mvau import mvau_latency
 from fluid_hw.rtl.spec import ConvSpec, MaxPoolSpec, MVAUSpec, StageSpec, hwc_order
 from fluid_hw.rtl.stream import CreditQueue, fifo_latency
 from fluid_hw.rtl.swg import QUEUE_DEPTH, ROW_OVERHEAD, ROW_READY_DELAY, WindowGeometry
+from fluid_hw.rtl.top import StageGraph
 
 __all__ = ["MVAUStage", "ConvStage", "MaxPoolStage", "Stage", "Resources", "StageEstimate",
            "PipelineEstimate", "estimate_stage", "estimate_pipeline", "hwc_order",
            "mvau_resources", "swg_resources", "memory_resources", "mvau_times",
            "window_times", "window_cycles", "MVAUConsumer", "ReduceConsumer",
-           "queue_latency"]
+           "queue_latency", "GraphTimes", "graph_times"]
 
 _QUEUE = CreditQueue.latency  # output queue: write to readable
 
@@ -359,36 +360,83 @@ def estimate_stage(stage: StageSpec, lanes: tuple[int, int] | None = None,
                          ii, int(t_out.max() - t_in.min()), _resources(stage, ln))
 
 
+@dataclass
+class GraphTimes:
+    """Per-element times of one inference through a stage graph in an empty pipeline
+    (first input beat at cycle 0): ``port[(k, p)]`` at stage ``k``'s input port ``p``
+    (after lane converter and FIFO), ``take[k]`` when stage ``k`` takes each element
+    (a join waits for both ports), ``out[k]`` its outputs."""
+
+    lanes: list[tuple[int, int]]
+    port: dict[tuple[int, int], np.ndarray]
+    take: list[np.ndarray]
+    out: list[np.ndarray]
+    limits: dict[str, int]
+
+
+def graph_times(stages: Sequence[StageSpec], graph: StageGraph, in_lanes: int,
+                fifo_depth: int) -> GraphTimes:
+    """The timing model over a stage graph (see :class:`GraphTimes`)."""
+    lanes = stage_lanes(stages, graph.inputs)
+    in_len = stages[0].in_len
+    for k, ins in enumerate(graph.inputs):
+        if -1 in ins:
+            in_len = stages[k].in_len
+            break
+    # first input beat accepted at cycle 0, then the input skid buffer
+    t_input = np.repeat(np.arange(in_len // in_lanes, dtype=float), in_lanes) + 1
+    limits = {"s_axis": in_len // in_lanes}
+    port: dict[tuple[int, int], np.ndarray] = {}
+    take: list[np.ndarray] = []
+    out: list[np.ndarray] = []
+    for k, (s, ln) in enumerate(zip(stages, lanes)):
+        t_in: np.ndarray | None = None
+        for p, src in enumerate(graph.inputs[k]):
+            t_src, l_src = (t_input, in_lanes) if src < 0 else (out[src], lanes[src][1])
+            t_port = _link(t_src, l_src, ln[0], graph.fifo(k, p, fifo_depth))
+            port[(k, p)] = t_port
+            t_in = t_port if t_in is None else np.maximum(t_in, t_port)
+            if l_src != ln[0]:
+                limits[f"{s.name} input converter" + (f" {p}" if p else "")] = \
+                    -(-s.in_len // gcd(l_src, ln[0]))
+        assert t_in is not None
+        take.append(t_in)
+        out.append(_stage_times(s, ln, t_in))
+        limits[s.name] = _stage_cycles(s, ln)
+    return GraphTimes(lanes, port, take, out, limits)
+
+
 def estimate_pipeline(stages: Sequence[StageSpec], *, in_lanes: int | None = None,
-                      out_lanes: int | None = None, fifo_depth: int = 2) -> PipelineEstimate:
+                      out_lanes: int | None = None, fifo_depth: int = 2,
+                      graph: StageGraph | None = None) -> PipelineEstimate:
     """Whole-accelerator estimate for ``AcceleratorTop(stages, in_lanes=..., out_lanes=...,
-    fifo_depth=...)`` (same defaults)."""
+    fifo_depth=..., graph=...)`` (same defaults; ``graph`` None: a chain)."""
     stages = list(stages)
     if not stages:
         raise HardwareConfigError("estimate_pipeline: no stages")
-    lanes = stage_lanes(stages)
+    graph = graph if graph is not None else StageGraph.chain(len(stages))
+    lanes = stage_lanes(stages, graph.inputs)
     inl = in_lanes or lanes[0][0]
     outl = out_lanes or lanes[-1][1]
-    in_len, out_len = stages[0].in_len, stages[-1].out_len
-    # first input beat accepted at cycle 0, then the input skid buffer
-    t = np.repeat(np.arange(in_len // inl, dtype=float), inl) + 1
-    prev, limits = inl, {"s_axis": in_len // inl}
+    out_len = stages[-1].out_len
+    gt = graph_times(stages, graph, inl, fifo_depth)
+    limits = dict(gt.limits)
     ests = []
     res = Resources(lut=300, ff=520)  # AXI4-Lite block, counters, framing, skid buffers
-    for s, ln in zip(stages, lanes):
-        t_link = _link(t, prev, ln[0], fifo_depth)
-        t_out = _stage_times(s, ln, t_link)
-        conv_limit = -(-s.in_len // gcd(prev, ln[0]))
+    for k, (s, ln) in enumerate(zip(stages, lanes)):
         cycles = _stage_cycles(s, ln)
-        limits[s.name] = cycles
-        if prev != ln[0]:
-            limits[f"{s.name} input converter"] = conv_limit
+        conv = max([limits.get(f"{s.name} input converter" + (f" {p}" if p else ""), 0)
+                    for p in range(len(graph.inputs[k]))])
         r = _resources(s, ln)
-        res = res + r + Resources(lut=8 * max(prev, ln[0]), ff=10 * max(prev, ln[0]) * 2)
+        res = res + r
+        for src in graph.inputs[k]:
+            prev = inl if src < 0 else lanes[src][1]
+            res = res + Resources(lut=8 * max(prev, ln[0]), ff=10 * max(prev, ln[0]) * 2)
         ests.append(StageEstimate(s.name, _op(s), _shape(s), _folding(s, ln), cycles,
-                                  max(cycles, conv_limit), int(t_out.max() - t.min()), r))
-        t, prev = t_out, ln[1]
-    t = _link(t, prev, outl, fifo_depth)
+                                  max(cycles, conv), int(gt.out[k].max() - gt.take[k].min()),
+                                  r))
+    prev = lanes[-1][1]
+    t = _link(gt.out[-1], prev, outl, fifo_depth)
     if prev != outl:
         limits["output converter"] = -(-out_len // gcd(prev, outl))
     limits["m_axis"] = out_len // outl

@@ -88,14 +88,15 @@ LAYER_OPS = ("fc", "mul", "conv2d", "depthwise_conv2d", "conv2d_fusion")
 PASSTHROUGH_OPS = ("relu", "pool2d", "reshape2", "flatten2", "transpose2")
 #: ops that only exist inside a quantised region
 QUANT_OPS = ("quantized_fc", "quantized_conv2d", "requantize", "quantized_pool2d",
-             "quantized_table")
+             "quantized_table", "quantized_add")
 _CONV_ATTR_NAMES = ("strides", "paddings", "dilations", "groups", "padding_algorithm",
                     "data_format")
 _POOL_ATTR_NAMES = ("pooling_type", "ksize", "global_pooling", "strides", "paddings",
                     "exclusive", "ceil_mode", "padding_algorithm", "data_format")
 _SUPPORTED = ("fc / mul (activation none or relu, in_num_col_dims 1), conv2d / "
               "depthwise_conv2d / conv2d_fusion (activation identity or relu), relu, max or "
-              "avg pool2d (not adaptive), reshape2, flatten2, transpose2, and every "
+              "avg pool2d (not adaptive), reshape2, flatten2, transpose2, elementwise_add of "
+              "two values of one shape (a residual join), and every "
               "element-wise op (sigmoid, tanh, leaky_relu, clip, scale, ...) as a table")
 
 
@@ -321,6 +322,23 @@ class _Quantizer:
             return not op.attr("adaptive") and op.attr("data_format") in ("NCHW", "AnyLayout")
         return True
 
+    def _follows_quantised(self, op: Operator, qnames: set[str]) -> bool:
+        """Whether ``op`` stays integer: a passthrough of a quantised value, or a join of
+        two."""
+        if self.passthrough(op):
+            return op.input("X")[0] in qnames
+        return self.joinable(op) and op.input("X")[0] in qnames and op.input("Y")[0] in qnames
+
+    def joinable(self, op: Operator) -> bool:
+        """An ``elementwise_add`` of two values of one shape (a residual join): quantised
+        as ``quantized_add`` when both inputs are int8."""
+        if op.type != "elementwise_add" or self.excluded(op) or self.abits != 8:
+            return False
+        x, y = (self.graph.var(op.input(s)[0]) for s in ("X", "Y"))
+        out = self.graph.var(op.output("Out")[0])
+        return x is not None and y is not None and out is not None and \
+            out.dtype == VarType.FP32 and list(x.shape) == list(y.shape)
+
     def tabulated(self, op: Operator) -> bool:
         """An element-wise op (other than relu, which stays integer) of one value with a
         float output: quantised as a 256-entry table when its input is int8."""
@@ -499,6 +517,9 @@ class _Quantizer:
         if self.tabulated(op):
             self.emit_table(op, xq, s)
             return
+        if self.joinable(op):
+            self.emit_add(op, xq, s)
+            return
         if op.type == "pool2d" and _uniform_average(op):
             self.emit_sum_pool(op, xq, s)
             return
@@ -535,6 +556,21 @@ class _Quantizer:
             {"Out": [outq]}, {"relu": False, "bits": self.abits, "out_scale": float(s_out),
                               "in_scale": [float(s_in) / d]}))
         self.qvars[out] = (outq, s_out)
+        self.replaced |= set(op.output_arg_names)
+
+    def emit_add(self, op: Operator, xq: str, s_x: np.float32) -> None:
+        """A residual add of two int8 values: each rescaled to the output's calibrated
+        scale by its own multiplier and shift (docs/fixed_point.md, quantized_add)."""
+        out = op.output("Out")[0]
+        yq, s_y = self.qvars[op.input("Y")[0]]
+        s_out = np.float64(self.scale_of(out))
+        mx, nx = requant_params(float(np.float64(s_x) / s_out))
+        my, ny = requant_params(float(np.float64(s_y) / s_out))
+        outq = self.new_var(f"{out}.int{self.abits}", out, self.adtype)
+        self.items.append(OpSpec("quantized_add", {"X": [xq], "Y": [yq]}, {"Out": [outq]},
+                                 {"x_multiplier": mx, "x_shift": nx, "y_multiplier": my,
+                                  "y_shift": ny, "relu": False, "out_scale": float(s_out)}))
+        self.qvars[out] = (outq, np.float32(s_out))
         self.replaced |= set(op.output_arg_names)
 
     def emit_table(self, op: Operator, xq: str, s_in: np.float32) -> None:
@@ -595,7 +631,7 @@ class _Quantizer:
                 qnames.add(layers[i].out)
             elif i in quantised:
                 continue
-            elif self.passthrough(op) and op.input("X")[0] in qnames:
+            elif self._follows_quantised(op, qnames):
                 quantised.add(i)
                 qnames.add(op.output("Out")[0])
         self.check_region(layers, quantised)

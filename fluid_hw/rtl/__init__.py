@@ -31,7 +31,7 @@ from .spec import (
 from .stream import CreditQueue, Downsizer, SkidBuffer, StreamFIFO, Upsizer, WidthConverter
 from .swg import SlidingWindow, WindowGeometry, swg_model
 from .table import TableActivation, table_model
-from .top import AcceleratorTop, pipeline_model, stage_lanes
+from .top import AcceleratorTop, StageGraph, pipeline_model, stage_lanes
 from .uart_bridge import UartBridge, UartBridgeModel, UartRx, UartTx, baud_divisor
 
 __all__ = [
@@ -47,13 +47,14 @@ __all__ = [
     "hwc_order", "param_image", "param_layout",
     "CreditQueue", "Downsizer", "SkidBuffer", "StreamFIFO", "Upsizer", "WidthConverter",
     "SlidingWindow", "WindowGeometry", "swg_model",
-    "AcceleratorTop", "pipeline_model", "stage_lanes",
+    "AcceleratorTop", "StageGraph", "pipeline_model", "stage_lanes",
     "UartBridge", "UartBridgeModel", "UartRx", "UartTx", "baud_divisor",
 ]
 
 # stage kinds beyond those above register their specs on import (spec.SPEC_KINDS)
 from .avgpool_spec import AvgPoolSpec
 from .dwconv_spec import DepthwiseSpec
+from .join_spec import JoinSpec
 from .table_spec import TableSpec
 
-__all__ += ["AvgPoolSpec", "DepthwiseSpec", "TableSpec"]
+__all__ += ["AvgPoolSpec", "DepthwiseSpec", "JoinSpec", "TableSpec"]

@@ -34,7 +34,7 @@ class AvgPoolSpec(StageSpec):
     lanes: int | None = None
 
     kind = "avgpool"
-    op = "quantized_pool2d"
+    op = "pool2d"
 
     def __post_init__(self) -> None:
         self.in_shape = tuple(int(v) for v in self.in_shape)  # type: ignore[assignment]

@@ -68,6 +68,11 @@ class DepthwiseSpec(_MatrixMixin):
         return self.in_shape[0]
 
     @property
+    def fold_dims(self) -> tuple[int, int]:
+        """PE over the channels only (no SIMD)."""
+        return 1, self.in_shape[0]
+
+    @property
     def out_shape(self) -> tuple[int, int, int]:
         oh, ow = self.geometry.out_hw
         return (self.in_shape[0], oh, ow)

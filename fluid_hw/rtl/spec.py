@@ -83,6 +83,9 @@ class StageSpec:
     #: whether PE x SIMD folding applies (a matrix-like stage: ``pe``, ``simd``,
     #: ``mw``, ``mh``); other stages take their lanes from the stage before them
     folds = False
+    #: input streams (a join takes two) and the component's port for each
+    n_inputs = 1
+    input_ports: tuple[str, ...] = ("i",)
     #: stream format
     in_len: int
     out_len: int
@@ -213,6 +216,11 @@ class _MatrixMixin(StageSpec):
             raise HardwareConfigError(f"stage {n!r}: relu needs requantisation")
 
     folds = True
+
+    @property
+    def fold_dims(self) -> tuple[int, int]:
+        """``(mw, mh)`` of the folding: SIMD divides mw, PE divides mh."""
+        return self.mw, self.mh
 
     def matrix(self) -> np.ndarray | None:
         raise NotImplementedError

@@ -20,7 +20,8 @@ AXI4-Lite decoder is :class:`~.axil.AXILiteRegisters` over :func:`~.regmap.regis
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import pairwise
+from dataclasses import dataclass
+from math import gcd
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ from amaranth.lib.wiring import In, Out
 from ._ff import check_ff_style
 from ._util import Component, HardwareConfigError, ceil_log2
 from .axil import AXILiteRegisters
+from .fork import Fork
 from .regmap import VERSION, design_constants, register_map
 from .spec import (
     SPEC_KINDS,
@@ -41,49 +43,129 @@ from .spec import (
 )
 from .stream import SkidBuffer, StreamFIFO, WidthConverter
 
-__all__ = ["AcceleratorTop", "stage_lanes", "pipeline_model"]
+__all__ = ["AcceleratorTop", "StageGraph", "stage_lanes", "pipeline_model", "chain_inputs",
+           "consumers"]
 
 
-def pipeline_model(specs: Sequence[StageSpec], x: np.ndarray) -> np.ndarray:
-    """Behavioural model of a whole accelerator: input vectors [N, in_len] (images in
-    HWC order) -> output vectors [N, out_len].  Uses the specs' current arrays."""
-    y = np.asarray(x, np.int64)
-    for s in specs:
-        y = np.asarray(s.model(y), np.int64)
-    return y.astype(np.int8 if specs[-1].out_bits == 8 else np.int32)
+#: the producers of one stage's input ports: a stage index, or -1 for the accelerator's
+#: input stream
+Inputs = Sequence[Sequence[int]]
 
 
-def stage_lanes(specs: Sequence[StageSpec]) -> list[tuple[int, int]]:
-    """(input lanes, output lanes) of every stage; a stage without lanes of its own (a
-    max pool with ``lanes=None``) takes what it can of the producer's."""
-    out: list[tuple[int, int]] = []
-    prev = 1
-    for s in specs:
-        out.append(s.lanes_after(prev))
-        prev = out[-1][1]
+@dataclass(frozen=True)
+class StageGraph:
+    """How the stages of an accelerator connect: ``inputs[k]`` the producers of stage
+    ``k``'s input ports (a stage index, or -1 for the input stream; the last stage's
+    output is the accelerator's), ``edge_fifo`` FIFO depths of particular input ports
+    ``(stage, port) -> depth`` (the skip paths of residual joins) where the default
+    depth would not do."""
+
+    inputs: tuple[tuple[int, ...], ...]
+    edge_fifo: tuple[tuple[tuple[int, int], int], ...] = ()
+
+    @classmethod
+    def chain(cls, n: int) -> StageGraph:
+        return cls(tuple(chain_inputs(n)))
+
+    @classmethod
+    def of(cls, inputs: Inputs, edge_fifo: dict[tuple[int, int], int] | None = None
+           ) -> StageGraph:
+        return cls(tuple(tuple(int(p) for p in ins) for ins in inputs),
+                   tuple(sorted((edge_fifo or {}).items())))
+
+    def fifo(self, k: int, port: int, default: int) -> int:
+        return dict(self.edge_fifo).get((k, port), default)
+
+    @property
+    def is_chain(self) -> bool:
+        return list(self.inputs) == chain_inputs(len(self.inputs))
+
+
+def chain_inputs(n: int) -> list[tuple[int, ...]]:
+    """The inputs of a chain of ``n`` stages: each reads the one before it."""
+    return [(k - 1,) for k in range(n)]
+
+
+def consumers(inputs: Inputs, n: int) -> dict[int, list[tuple[int, int]]]:
+    """Producer (-1: the input stream) -> its ``(stage, port)`` consumers, in order."""
+    out: dict[int, list[tuple[int, int]]] = {p: [] for p in range(-1, n)}
+    for k, ins in enumerate(inputs):
+        for port, p in enumerate(ins):
+            out[p].append((k, port))
     return out
 
 
-def _check_chain(specs: Sequence[StageSpec]) -> None:
+def pipeline_model(specs: Sequence[StageSpec], x: np.ndarray,
+                   inputs: Inputs | None = None) -> np.ndarray:
+    """Behavioural model of a whole accelerator: input vectors [N, in_len] (images in
+    HWC order) -> output vectors [N, out_len] of the last stage.  ``inputs``: the
+    stage graph (default: a chain).  Uses the specs' current arrays."""
+    inputs = inputs if inputs is not None else chain_inputs(len(specs))
+    vals: dict[int, np.ndarray] = {-1: np.asarray(x, np.int64)}
+    for k, s in enumerate(specs):
+        vals[k] = np.asarray(s.model(*(vals[p] for p in inputs[k])), np.int64)
+    return vals[len(specs) - 1].astype(np.int8 if specs[-1].out_bits == 8 else np.int32)
+
+
+def stage_lanes(specs: Sequence[StageSpec], inputs: Inputs | None = None
+                ) -> list[tuple[int, int]]:
+    """(input lanes, output lanes) of every stage; a stage without lanes of its own (a
+    max pool with ``lanes=None``, a join) takes what it can of its producers' lanes."""
+    inputs = inputs if inputs is not None else chain_inputs(len(specs))
+    out: list[tuple[int, int]] = []
+    for k, s in enumerate(specs):
+        prev = 0
+        for p in inputs[k]:
+            prev = gcd(prev, out[p][1] if p >= 0 else 1)
+        out.append(s.lanes_after(prev or 1))
+    return out
+
+
+def _check_graph(specs: Sequence[StageSpec], inputs: Inputs) -> None:
     if not specs:
         raise HardwareConfigError("accelerator: no stages given")
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
         raise HardwareConfigError(f"accelerator: stage names must be unique, got {names}")
-    for a, b in pairwise(specs):
-        if a.out_len != b.in_len:
-            raise HardwareConfigError(
-                f"stage {b.name!r} takes {b.in_len} elements but stage {a.name!r} produces "
-                f"{a.out_len}")
-        if a.out_bits != 8:
-            raise HardwareConfigError(
-                f"stage {a.name!r} has int32 outputs (no requantisation); only the last "
-                "stage may")
-        shape_a = getattr(a, "out_shape", None)
-        shape_b = getattr(b, "in_shape", None)
-        if shape_a is not None and shape_b is not None and tuple(shape_a) != tuple(shape_b):
-            raise HardwareConfigError(f"stage {b.name!r} expects an image of {shape_b} but "
-                                      f"stage {a.name!r} produces {tuple(shape_a)}")
+    if len(inputs) != len(specs):
+        raise HardwareConfigError(f"accelerator: {len(inputs)} input lists for {len(specs)} "
+                                  "stages")
+    used = set()
+    for k, (b, ins) in enumerate(zip(specs, inputs)):
+        if len(ins) != b.n_inputs:
+            raise HardwareConfigError(f"stage {b.name!r} takes {b.n_inputs} input(s), "
+                                      f"given {len(ins)}")
+        for p in ins:
+            if not -1 <= p < k:
+                raise HardwareConfigError(f"stage {b.name!r} reads stage {p}: a stage reads "
+                                          "the input (-1) or an earlier stage")
+            used.add(p)
+            if p < 0:
+                continue
+            a = specs[p]
+            if a.out_len != b.in_len:
+                raise HardwareConfigError(
+                    f"stage {b.name!r} takes {b.in_len} elements but stage {a.name!r} "
+                    f"produces {a.out_len}")
+            if a.out_bits != 8:
+                raise HardwareConfigError(
+                    f"stage {a.name!r} has int32 outputs (no requantisation); only the last "
+                    "stage may")
+            shape_a = getattr(a, "out_shape", None)
+            shape_b = getattr(b, "in_shape", None)
+            if shape_a is not None and shape_b is not None and \
+                    tuple(shape_a) != tuple(shape_b):
+                raise HardwareConfigError(f"stage {b.name!r} expects an image of {shape_b} "
+                                          f"but stage {a.name!r} produces {tuple(shape_a)}")
+    dead = [specs[k].name for k in range(len(specs) - 1) if k not in used]
+    if dead:
+        raise HardwareConfigError(f"accelerator: the output of stage(s) {dead} is read by no "
+                                  "stage (only the last stage's output leaves)")
+    first = specs[next(k for k, ins in enumerate(inputs) if -1 in ins)]
+    for k, ins in enumerate(inputs):
+        if -1 in ins and specs[k].in_len != first.in_len:
+            raise HardwareConfigError(f"stages {first.name!r} and {specs[k].name!r} both read "
+                                      "the input but take different lengths")
 
 
 def _unit(spec: StageSpec, lanes: tuple[int, int], ff_style: str) -> Component:
@@ -149,15 +231,40 @@ class _Datapath(Component):
             self.in_partial.eq(in_frame.partial),
             self.tlast_error.eq(in_frame.fire & (in_skid.o.payload[-1] != in_frame.last)),
         ]
-        prev, prev_lanes, prev_bits = in_frame.o, inl, 8
+        # every producer's stream, forked where several stages read it
+        n = len(top.specs)
+        readers = consumers(top.inputs, n)
+        taps: dict[tuple[int, int], Any] = {}  # (stage, port) -> its producer's stream
+
+        def fan_out(p: int, src: Any, bits: int) -> None:
+            who = readers[p]
+            if len(who) == 1:
+                taps[who[0]] = src
+                return
+            fork = Fork(bits * (inl if p < 0 else top.lanes[p][1]), len(who))
+            m.submodules[f"fork{p if p >= 0 else 'in'}"] = fork
+            wiring.connect(m, src, fork.i)
+            for kp, o in zip(who, fork.outputs):
+                taps[kp] = o
+
+        fan_out(-1, in_frame.o, 8)
+        last = None
         for k, (unit, (ul, _uo), spec) in enumerate(zip(self.units, top.lanes, top.specs)):
-            prev = self._link(m, f"s{k}", prev, prev_bits, prev_lanes, ul)
             m.submodules[f"stage{k}_{spec.name}"] = unit
-            wiring.connect(m, prev, unit.i)
+            for port, (p, pname) in enumerate(zip(top.inputs[k], spec.input_ports)):
+                plane = inl if p < 0 else top.lanes[p][1]
+                pbits = 8 if p < 0 else top.specs[p].out_bits
+                depth = top.edge_fifo.get((k, port), top.fifo_depth)
+                src = self._link(m, f"s{k}p{port}", taps[(k, port)], pbits, plane, ul, depth)
+                wiring.connect(m, src, getattr(unit, pname))
             if f"wr{k}" in self.signature.members:
                 wiring.connect(m, wiring.flipped(getattr(self, f"wr{k}")), unit.wr)
-            prev, prev_lanes, prev_bits = unit.o, top.lanes[k][1], spec.out_bits
-        prev = self._link(m, "out", prev, prev_bits, prev_lanes, outl)
+            if k == n - 1:
+                last = unit.o
+            else:
+                fan_out(k, unit.o, spec.out_bits)
+        prev = self._link(m, "out", last, top.out_bits, top.lanes[-1][1], outl,
+                          top.fifo_depth)
         m.submodules.out_frame = out_frame = _Framing(top.out_bits * outl,
                                                       top.out_len // outl)
         wiring.connect(m, prev, out_frame.i)
@@ -170,15 +277,16 @@ class _Datapath(Component):
         wiring.connect(m, out_skid.o, wiring.flipped(self.o))
         return m
 
-    def _link(self, m: Module, tag: str, prev: Any, bits: int, lanes: int, want: int) -> Any:
+    def _link(self, m: Module, tag: str, prev: Any, bits: int, lanes: int, want: int,
+              depth: int) -> Any:
         """Lane converter (if needed) and FIFO from ``prev`` to a consumer of ``want``."""
         if lanes != want:
             conv = WidthConverter(bits, lanes, want)
             m.submodules[f"{tag}_conv"] = conv
             wiring.connect(m, prev, conv.i)
             prev = conv.o
-        if self.top.fifo_depth:
-            fifo = StreamFIFO(bits * want, self.top.fifo_depth)
+        if depth:
+            fifo = StreamFIFO(bits * want, depth)
             m.submodules[f"{tag}_fifo"] = fifo
             wiring.connect(m, prev, fifo.i)
             prev = fifo.o
@@ -199,13 +307,23 @@ class AcceleratorTop(Component):
 
     def __init__(self, specs: Sequence[StageSpec], *, name: str = "fluid_accel",
                  in_lanes: int | None = None, out_lanes: int | None = None,
-                 fifo_depth: int = 2, addr_width: int = 12, ff_style: str = "plain") -> None:
+                 fifo_depth: int = 2, addr_width: int = 12, ff_style: str = "plain",
+                 inputs: Inputs | None = None,
+                 edge_fifo: dict[tuple[int, int], int] | None = None,
+                 graph: StageGraph | None = None) -> None:
         self.specs = list(specs)
-        _check_chain(self.specs)
+        if graph is not None:
+            inputs, edge_fifo = graph.inputs, dict(graph.edge_fifo)
+        self.inputs = [tuple(int(p) for p in ins) for ins in
+                       (inputs if inputs is not None else chain_inputs(len(self.specs)))]
+        _check_graph(self.specs, self.inputs)
+        self.edge_fifo = {(int(k), int(p)): int(d) for (k, p), d in (edge_fifo or {}).items()}
+        if any(d < 0 for d in self.edge_fifo.values()):
+            raise HardwareConfigError(f"accelerator {name!r}: edge FIFO depths must be >= 0")
         if not name.isidentifier():
             raise HardwareConfigError(f"accelerator name {name!r} is not a Verilog identifier")
         self.name = name
-        self.lanes = stage_lanes(self.specs)
+        self.lanes = stage_lanes(self.specs, self.inputs)
         self.in_len, self.out_len = self.specs[0].in_len, self.specs[-1].out_len
         self.in_lanes = in_lanes or self.lanes[0][0]
         self.out_lanes = out_lanes or self.lanes[-1][1]
@@ -226,6 +344,11 @@ class AcceleratorTop(Component):
         self.options = {"in_lanes": self.in_lanes, "out_lanes": self.out_lanes,
                         "fifo_depth": fifo_depth, "addr_width": addr_width, "name": name,
                         "version": list(VERSION), "ff_style": ff_style}
+        if self.inputs != chain_inputs(len(self.specs)):  # a chain hashes as it always did
+            self.options["inputs"] = [list(ins) for ins in self.inputs]
+        if self.edge_fifo:
+            self.options["edge_fifo"] = sorted([k, p, d] for (k, p), d in
+                                               self.edge_fifo.items())
         self.design_hash = design_hash(self.specs, self.options)
         aw = addr_width
         super().__init__({
@@ -255,7 +378,7 @@ class AcceleratorTop(Component):
 
     def model(self, x: np.ndarray) -> np.ndarray:
         """Behavioural model (:func:`pipeline_model`)."""
-        return pipeline_model(self.specs, x)
+        return pipeline_model(self.specs, x, self.inputs)
 
     def describe(self) -> dict[str, Any]:
         def seg(s: ParamSegment) -> dict[str, Any]:
@@ -272,8 +395,9 @@ class AcceleratorTop(Component):
             "cycle_bound": self.cycle_bound,
             "param_segments": [seg(s) for s in self.segments],
             "registers": {r.name: r.offset for r in self.registers},
-            "stages": [{**s.structure(), "lanes": list(ln)}
-                       for s, ln in zip(self.specs, self.lanes)],
+            "stages": [{**s.structure(), "lanes": list(ln), "inputs": list(ins)}
+                       for s, ln, ins in zip(self.specs, self.lanes, self.inputs)],
+            "edge_fifo": sorted([k, p, d] for (k, p), d in self.edge_fifo.items()),
         }
 
     def elaborate(self, platform: object) -> Module:

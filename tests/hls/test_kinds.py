@@ -180,14 +180,12 @@ def test_a_structure_missing_a_field_is_refused():
         specs_from_design([bad])
 
 
-@pytest.mark.xfail(strict=True, raises=HardwareConfigError,
-                   reason="bug: autofold.fold_units offers a depthwise stage SIMD divisors "
-                          "of kh*kw (its spec's mw), which DepthwiseSpec refuses, so a "
-                          "board build of a network with a depthwise convolution fails")
 def test_autofold_folds_a_depthwise_stage():
+    """A depthwise stage folds over its channels only (PE divides C, SIMD 1)."""
     dw = _chain("const")[1]
     a = autofold([dw], get_device("LFE5U-85F"))
-    assert a.folding["dw"][1] == 1
+    pe, simd = a.folding["dw"]
+    assert simd == 1 and dw.in_shape[0] % pe == 0
 
 
 # -- lowering float programs to the new kinds ------------------------------------------------
@@ -315,9 +313,11 @@ def test_depthwise_weights_are_a_rom_or_loaded_through_the_registers(weights):
                              exclusive=True), 3), "quantized_pool2d (avg) (-> pool2d_0.tmp_0"),
     # grouped, but not depthwise; depthwise with two filters per channel
     (lambda x: L.fc(L.conv2d(L.conv2d(x, 4, 1), 4, 3, padding=1, groups=2), 3),
-     "quantized_conv2d (-> conv2d_1.tmp_1.acc)"),
+     "quantized_conv2d (groups=2: only groups=1 and depthwise convolutions, one filter per "
+     "channel, have a hardware lowering) (-> conv2d_1.tmp_1.acc)"),
     (lambda x: L.fc(L.conv2d(L.conv2d(x, 4, 1), 8, 3, padding=1, groups=4), 3),
-     "quantized_conv2d (-> conv2d_1.tmp_1.acc)"),
+     "quantized_conv2d (groups=4: only groups=1 and depthwise convolutions, one filter per "
+     "channel, have a hardware lowering) (-> conv2d_1.tmp_1.acc)"),
 ], ids=["exclusive-padded-avg", "grouped-conv", "channel-multiplier"])
 def test_ops_without_a_kind_between_stages_are_refused_by_name(body, what):
     q, scope, fetch = _quantised(body, [2, 6, 6])

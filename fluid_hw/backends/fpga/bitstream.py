@@ -59,7 +59,7 @@ from ...boards.toolchain import RESULT_FILE, BitstreamResult, print_progress, sy
 from ...errors import UnknownNameError
 from ...hls.autofold import device_estimate, specs_from_design
 from ...hls.lower import mac_count
-from ...rtl import AcceleratorTop, AXILiteSignature, StageSpec
+from ...rtl import AcceleratorTop, AXILiteSignature, StageGraph, StageSpec
 from ...rtl.uart_bridge import UartBridge
 from ...sim._tools import cache_dir, ensure_yosys, verilator_version
 from ...sim.build import VERILATOR_FLAGS, build_lock, sim_cells, verilate
@@ -104,6 +104,19 @@ class BuildFolder:
 
     def specs(self) -> list[StageSpec]:
         return specs_from_design(self.info.get("stages", []))
+
+    def graph(self) -> StageGraph:
+        """How the design's stages connect (design.json: each stage's ``inputs``, the
+        joins' ``edge_fifo`` depths; a chain where absent)."""
+        stages = self.info.get("stages", [])
+        try:
+            inputs = [tuple(int(p) for p in st.get("inputs", [k - 1]))
+                      for k, st in enumerate(stages)]
+            fifo = {(int(k), int(p)): int(d) for k, p, d in self.info.get("edge_fifo", [])}
+        except (TypeError, ValueError) as e:
+            raise BuildError(f"{self.path / 'design.json'}: malformed stage graph ({e}); "
+                             "recompile the build") from None
+        return StageGraph.of(inputs, fifo)
 
 
 def read_build(build_dir: str | os.PathLike[str]) -> BuildFolder:
@@ -218,7 +231,8 @@ def bitstream(build_dir: str | os.PathLike[str], *, board: str | Board | None = 
     specs = build.specs()
     est = device_estimate(specs, b.device, fifo_depth=int(build.info.get("fifo_depth", 2)),
                           in_lanes=build.in_bytes, out_lanes=int(build.info["out_lanes"]),
-                          dsp_registers=build.info.get("ff_style") == "trellis")
+                          dsp_registers=build.info.get("ff_style") == "trellis",
+                          graph=build.graph())
     _say(progress, f"estimate for {b.device.name}: " + ", ".join(
         f"{k} {v}/{b.device.resources.get(k, '?')}" for k, v in est.items()))
     if check_resources:

@@ -40,7 +40,7 @@ from ...errors import FluidError, UnknownNameError, unknown_name
 from ...frontend import io as fio
 from ...hls.autofold import DEFAULT_FRACTION, AutoFold, autofold
 from ...hls.folding import DEFAULT_BUDGET, FoldingBudget, format_folding, ii_for_rate
-from ...hls.lower import Lowered, lower, lowering_hash
+from ...hls.lower import Lowered, build, discover, lower, lowering_hash
 from ...ir.program import Program
 from ...ir.scope import Scope, scope_guard
 from ...ir.serialization import program_to_bytes
@@ -260,16 +260,17 @@ def _auto(st: CompileState) -> bool:
 
 
 def _autofold(st: CompileState) -> None:
-    """Lower once to learn the stages, fold them for the board's device, lower again
-    with that folding."""
+    """Find the stages once, fold them for the board's device (from a trial build),
+    build them with that folding."""
     assert st.program is not None and st.scope is not None and st.target.board
-    kw = dict(weights=st.weights, feed_names=st.feeds, fetch_names=st.fetches)
-    trial = lower(st.program, st.scope, folding=st.folding, budget=None, **kw)
+    found = discover(st.program, st.feeds, st.fetches)
+    trial = build(found, st.scope, folding=st.folding, budget=None, weights=st.weights)
     device = get_board(st.target.board).device
     st.autofold = autofold(trial.specs, device, fraction=st.fraction, overrides=st.folding,
                            target_fps=st.target_fps, clock_mhz=st.clock,
-                           fifo_depth=trial.fifo_depth)
-    st.lowered = lower(st.program, st.scope, folding=st.autofold.folding, budget=None, **kw)
+                           fifo_depth=trial.fifo_depth, graph=trial.graph)
+    st.lowered = build(found, st.scope, folding=st.autofold.folding, budget=None,
+                       weights=st.weights)
 
 
 def _dumps(obj: Any) -> str:

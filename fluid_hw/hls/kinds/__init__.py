@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from fluid_hw.rtl.spec import StageSpec
 
 from ...errors import unknown_name
-from . import avgpool, conv, dwconv, maxpool, mvau, table
+from . import add, avgpool, conv, dwconv, maxpool, mvau, table
 from ._base import StageKind
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ KINDS: dict[str, StageKind] = {k.name: k for k in (
     dwconv.KIND,
     avgpool.KIND,
     table.KIND,
+    add.KIND,
 )}
 
 

@@ -48,7 +48,7 @@ def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredSt
     out_shape = (cur.shape[0], *g.pop("out"))
     relu = bool(req.attr("relu"))
     out_fmt = FixedPoint(8, 0 if relu else -128, 127, float(req.attr("out_scale")) or None)
-    st = LoweredStage(name, "avgpool", "pool2d", [i, chain[k + 1]], cur.var,
+    st = LoweredStage(name, "avgpool", op.type, [i, chain[k + 1]], cur.var,
                       main_output(req), cur.shape, out_shape, cur.fmt, out_fmt,
                       hwc_order(*out_shape),
                       {"multiplier": req.input("Multiplier")[0],

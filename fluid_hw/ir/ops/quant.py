@@ -46,6 +46,12 @@ op                     exact arithmetic
                        cells are 0); the quantisation pass puts a ``requantize`` after it
                        whose multiplier divides by the window size and rescales (the
                        form the FPGA lowers: no divider in hardware).
+``quantized_add``      X int8, Y int8 (same shape) -> Out int8: with attributes
+                       ``mx, nx, my, ny`` (each input's scale over Out's as ``m * 2^-n``,
+                       ``m`` in [0, 2^15 - 1], ``n`` in [0, 47]) and ``n = max(nx, ny)``:
+                       ``r = (x * mx * 2^(n - nx) + y * my * 2^(n - ny) + 2^(n-1)) >> n``
+                       (no rounding term when n = 0: round half up, exact sum);
+                       ``out = clamp(r, 0 if relu else -128, 127)``.  A residual join.
 ``quantized_table``    X int8, Table int8 [256] -> Out int8: ``out = Table[x + 128]``
                        (an element-wise function tabulated by the quantisation pass:
                        ``Table[q + 128] = clamp(round_half_even(f(q * s_in) / s_out),
@@ -329,11 +335,40 @@ def _infer_quantized_table(ctx: InferContext) -> None:
     ctx.set_output("Out", ctx.input_shape("X"), VarType.INT8, lod_level=x.lod_level)
 
 
+# -- quantized_add -------------------------------------------------------------------
+
+@define_op(
+    "quantized_add",
+    [Slot("X", doc="int8"), Slot("Y", doc="int8, X's shape")],
+    [Slot("Out", doc="int8, X's shape")],
+    [Attr("x_multiplier", "int", doc=f"X's rescale multiplier, in [0, {MULTIPLIER_MAX}]"),
+     Attr("x_shift", "int", doc=f"X's rescale shift, in [0, {SHIFT_MAX}]"),
+     Attr("y_multiplier", "int", doc=f"Y's rescale multiplier, in [0, {MULTIPLIER_MAX}]"),
+     Attr("y_shift", "int", doc=f"Y's rescale shift, in [0, {SHIFT_MAX}]"),
+     Attr("relu", "bool", False, doc="clamp at 0 from below (a folded ReLU)"),
+     Attr("out_scale", "float", 0.0, doc="informational: Out's scale (0: unknown)")],
+    doc="Out = clamp((X * mx * 2^(n - nx) + Y * my * 2^(n - ny) + 2^(n-1)) >> n, 0 or "
+    "-128, 127) with n = max(nx, ny): both inputs rescaled to Out's scale, one rounding "
+    "(half up), saturating (see the module docstring).",
+)
+def _infer_quantized_add(ctx: InferContext) -> None:
+    for slot in ("X", "Y"):
+        _check_dtype(ctx, slot, frozenset({VarType.INT8}), "int8")
+    xs, ys = ctx.input_shape("X"), ctx.input_shape("Y")
+    ctx.check(len(xs) == len(ys) and all(merge_dim(a, b) is not None for a, b in zip(xs, ys)),
+              f"X {xs} and Y {ys} must have the same shape")
+    for a, hi in (("x_multiplier", MULTIPLIER_MAX), ("x_shift", SHIFT_MAX),
+                  ("y_multiplier", MULTIPLIER_MAX), ("y_shift", SHIFT_MAX)):
+        ctx.check(0 <= ctx.attr(a) <= hi, f"{a} {ctx.attr(a)} must be in [0, {hi}]")
+    x = ctx.input_var("X")
+    ctx.set_output("Out", xs, VarType.INT8, lod_level=x.lod_level)
+
+
 def _declare_grads() -> None:
     from ..grad import no_grad
 
     no_grad("integer", "quantize", "dequantize", "quantized_fc", "quantized_conv2d",
-            "requantize", "quantized_pool2d", "quantized_table")
+            "requantize", "quantized_pool2d", "quantized_table", "quantized_add")
 
 
 _declare_grads()

@@ -147,3 +147,25 @@ def quantized_table(ctx: KernelContext) -> None:
         raise ValueError(f"Table has {table.size} entries, expected 256 (Table[x + 128])")
     out = table.astype(np.int8)[x.astype(I64) + 128]
     ctx.set_output("Out", out, lod=lod)
+
+
+@register_kernel("quantized_add")
+def quantized_add(ctx: KernelContext) -> None:
+    (x, lod), y = ctx.input_with_lod("X"), ctx.input("Y")
+    if x.shape != y.shape:
+        raise ValueError(f"X {list(x.shape)} and Y {list(y.shape)} differ in shape")
+    a = ctx.attrs
+    nx, ny = int(a["x_shift"]), int(a["y_shift"])
+    n = max(nx, ny)
+    # int64: |x * m| < 2^22, times 2^(n - nx) <= 2^47: below 2^63 (Python ints beyond)
+    if n <= 40:
+        s = x.astype(I64) * I64(a["x_multiplier"]) * I64(2 ** (n - nx)) + \
+            y.astype(I64) * I64(a["y_multiplier"]) * I64(2 ** (n - ny))
+        r = (s + (I64(1) << I64(n - 1) if n > 0 else I64(0))) >> I64(n)
+    else:  # exact in Python ints
+        f = np.vectorize(lambda u, v: (u * a["x_multiplier"] * 2 ** (n - nx) +
+                                       v * a["y_multiplier"] * 2 ** (n - ny) +
+                                       (1 << (n - 1))) >> n, otypes=[object])
+        r = f(x.astype(object), y.astype(object)).astype(np.float64)
+    lo = 0 if a["relu"] else -128
+    ctx.set_output("Out", np.clip(r, lo, 127).astype(np.int8), lod=lod)
