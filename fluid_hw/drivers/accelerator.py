@@ -35,6 +35,7 @@ from ..ir import dtypes
 from ..ir.program import Program
 from ..ir.scope import Scope
 from . import sim as _sim  # noqa: F401  (registers the "sim" transport)
+from .regions import SEGMENTS, RegionedAccelerator
 from .transport import DriverError, ParamImage, StreamResult, Transport, get_transport
 
 __all__ = ["Accelerator", "HostInfo", "RunRecord", "load_param_image", "save_param_image",
@@ -136,6 +137,9 @@ class Accelerator:
         d = Path(build_dir)
         if not d.is_dir():
             raise DriverError(f"{d}: no such build folder; make one with `fluid-hw compile`")
+        if (d / SEGMENTS).exists():  # several accelerator regions: same API
+            return RegionedAccelerator.open(d, transport, load_weights=load_weights,  # type: ignore[return-value]
+                                            check=check, **options)
         host = HostInfo.read(d / "host" / "host.json")
         programs = {}
         for part in ("pre", "post"):

@@ -246,3 +246,130 @@ def _host_program(program: Program, feeds: list[str], targets: list[str], allowe
         raise LoweringError(f"the {what} host program would need {t} (-> {', '.join(outs)}), "
                             "which is not on the host side of the accelerator")
     return host
+
+
+# -- several accelerator regions, host segments between them -----------------------------
+
+@dataclass
+class Region:
+    """One accelerator region of a program: ``ops`` (indices of the global block, in
+    program order), the int8 value streamed in and the one streamed out."""
+
+    ops: list[int]
+    hw_input: str
+    hw_output: str
+
+
+@dataclass
+class Segmentation:
+    """A quantised program cut into accelerator regions and the host programs around
+    them: ``host[k]`` computes region ``k``'s input from the model's feeds and the
+    outputs of regions ``0..k-1``; ``host[-1]`` computes the fetches.  One region and
+    host programs before and after it is the ordinary :class:`Partition`."""
+
+    program: Program
+    feeds: list[str]
+    fetches: list[str]
+    regions: list[Region]
+    host: list[Program]
+
+    def sub_program(self, k: int) -> Program:
+        """Region ``k`` alone: its ops, reading ``hw_input`` and computing
+        ``hw_output`` (what a single-region build of it compiles)."""
+        r = self.regions[k]
+        keep = set(r.ops)
+        sub = self.program.clone()
+        sb = sub.global_block()
+        for i in range(len(sb.ops) - 1, -1, -1):
+            if i not in keep:
+                sb._remove_op(i)
+        return prune(sub, [r.hw_input], [r.hw_output])
+
+    def describe(self) -> dict[str, object]:
+        """Which ops run where, in order."""
+        ops = self.program.global_block().ops
+        segs: list[dict[str, object]] = []
+        for k, r in enumerate(self.regions):
+            segs.append({"where": "host", "ops": [op.type for op in
+                                                  self.host[k].global_block().ops]})
+            segs.append({"where": f"fpga region {k}", "in": r.hw_input, "out": r.hw_output,
+                         "ops": [ops[i].type for i in r.ops]})
+        segs.append({"where": "host", "ops": [op.type for op in
+                                              self.host[-1].global_block().ops]})
+        return {"feeds": self.feeds, "fetches": self.fetches, "segments": segs}
+
+
+def _grow_region(program: Program, ops: list[Operator], body: list[int], first: int
+                 ) -> list[int]:
+    """The ops from ``first`` on, in program order, each lowerable and reading only the
+    region's input and values the region computes (trailing layout left to the host)."""
+    chain: list[int] = []
+    avail = {main_input(ops[first])}
+    for i in body[body.index(first):]:
+        op = ops[i]
+        if not (lowerable(program, op) and all(v in avail for v in stream_inputs(op))):
+            break
+        chain.append(i)
+        avail.add(main_output(op))
+    while chain and ops[chain[-1]].type in LAYOUT_OPS:
+        chain.pop()
+    return chain
+
+
+def segment(program: Program, feed_names: Sequence[str] | None = None,
+            fetch_names: Sequence[str] | None = None) -> Segmentation:
+    """Cut a quantised inference program into accelerator regions wherever ops without a
+    hardware lowering sit (the quantisation pass puts a dequantize before and a
+    quantize after such an op, so every region streams int8 in and out): every maximal
+    run of lowerable ops from a stage onwards is a region, everything else runs on the
+    host.  A region must have one output (one stream out)."""
+    feeds, fetches = _feeds_fetches(program, feed_names, fetch_names)
+    gb = program.global_block()
+    ops = list(gb.ops)
+    body = [i for i, op in enumerate(ops) if op.type not in _IO_OPS]
+    regions: list[Region] = []
+    in_region: set[int] = set()
+    for i in body:
+        if i in in_region or (regions and i < regions[-1].ops[-1]) or \
+                not starts_stage(program, ops[i]):
+            continue
+        x = main_input(ops[i])
+        if not _is_int(program, x):
+            raise LoweringError(f"{_describe(ops[i])} reads {x!r}, which is not an integer "
+                                "tensor; the program is not quantised consistently")
+        chain = _grow_region(program, ops, body, i)
+        in_region |= set(chain)
+        regions.append(Region(chain, x, ""))
+    if not regions:
+        kinds = sorted({ops[i].type for i in body})
+        raise LoweringError(
+            "the program has no op that begins a hardware stage (quantized_fc, "
+            "quantized_conv2d, quantized_pool2d, quantized_table, quantized_add), so there "
+            f"is nothing for the accelerator (its ops: {', '.join(kinds)}). Compile a float "
+            "model with calibration data (fluid-hw compile MODEL --calibration X.npy)")
+    # each region's output: the one value it computes that something else reads
+    for r in regions:
+        own = set(r.ops)
+        made = {main_output(ops[i]): i for i in r.ops}
+        outside = {v for i in body if i not in own for v in ops[i].input_arg_names}
+        outs = [v for v in made if v in outside or v in fetches]
+        if len(outs) != 1:
+            what = ", ".join(repr(v) for v in outs)
+            raise LoweringError(
+                f"the accelerator region {_describe(ops[r.ops[0]])} ... "
+                f"{_describe(ops[r.ops[-1]])} has {len(outs)} values read outside it "
+                f"({what}); a region streams one value out. Fetch only the model's outputs, "
+                "or keep the ops that read the others on the CPU (QuantConfig(exclude=...))")
+        r.hw_output = outs[0]
+        read = {v for i in r.ops for v in stream_inputs(ops[i])}
+        dead = [i for i in r.ops if main_output(ops[i]) not in read | {r.hw_output}]
+        if dead:
+            raise LoweringError(f"{_describe(ops[dead[0]])} computes a value inside an "
+                                "accelerator region that nothing reads")
+    host_ops = {i for i in body if i not in in_region}
+    host: list[Program] = []
+    for k in range(len(regions) + 1):
+        known = [*feeds, *(r.hw_output for r in regions[:k])]
+        targets = [regions[k].hw_input] if k < len(regions) else fetches
+        host.append(_host_program(program, known, targets, host_ops, f"host segment {k}"))
+    return Segmentation(program, feeds, fetches, regions, host)

@@ -608,7 +608,8 @@ class _Quantizer:
         feed = np.ascontiguousarray(np.broadcast_to(vals.reshape(256, *([1] * len(dims))),
                                                     (256, *dims)))
         assert self.executor is not None
-        res = self.executor.run(mini, feed={x: feed}, fetch_list=[out], scope=Scope())
+        with np.errstate(all="ignore"):  # e.g. sqrt of a negative input: its entry is 0
+            res = self.executor.run(mini, feed={x: feed}, fetch_list=[out], scope=Scope())
         return np.asarray(res[0], np.float64).reshape(256, -1)[:, 0]
 
     def run(self) -> Program:

@@ -150,6 +150,7 @@ class _Prepared:
 #: place type name -> "module:Executor class" of the back end that runs it
 PLACE_EXECUTORS: dict[str, str] = {
     "CUDAPlace": "fluid_hw.backends.cuda.executor:CUDAExecutor",
+    "FPGAPlace": "fluid_hw.backends.fpga.place:FPGAExecutor",
 }
 
 

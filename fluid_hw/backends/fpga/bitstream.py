@@ -225,6 +225,13 @@ def bitstream(build_dir: str | os.PathLike[str], *, board: str | Board | None = 
               timeout_s: float | None = None) -> dict[str, Any]:
     """Build the bitstream of a compiled build folder (see the module docstring);
     returns the keys merged into ``report.json``."""
+    if (Path(build_dir) / "segments.json").exists():
+        n = len(list((Path(build_dir) / "regions").glob("*")))
+        raise BuildError(f"{build_dir} holds {n} accelerator regions (ops without a hardware "
+                         "lowering run on the host between them); one bitstream with several "
+                         "regions is not built yet. Build a region alone (fluid-hw bitstream "
+                         f"{build_dir}/regions/0), or move the unsupported ops before the first "
+                         "or after the last layer so the model has one region")
     build = read_build(build_dir)
     b = resolve_board(build, board)
     clock = float(clock_mhz) if clock_mhz is not None else _default_clock(build, b)
@@ -599,8 +606,10 @@ class _BridgeOnly(wiring.Component):
 
 def calibration_designs() -> dict[str, list[StageSpec]]:
     """The accelerators :func:`calibrate` measures: MLPs folded from 1 x 1 to 2 x 16
-    and 1 x 128, PE-heavy and SIMD-heavy, constant and runtime weights, and a
-    convolution + max pool + fully-connected design."""
+    and 1 x 128, PE-heavy and SIMD-heavy, constant and runtime weights, a
+    convolution + max pool + fully-connected design, and small convolutions alone and
+    followed by each of the issue-13 kinds (depthwise convolution, average and global
+    average pooling, table activation)."""
     import numpy as np
 
     from ...hls.stages import ConvStage, MaxPoolStage, MVAUStage
@@ -638,7 +647,58 @@ def calibration_designs() -> dict[str, list[StageSpec]]:
         "conv_pool_fc": [conv, MaxPoolStage("pool", (8, 8, 8), kernel=2),
                          fc("fc", 128, 10, 2, 8, relu=False)],
     }
+    designs.update(_new_kind_designs(rng))
     return designs
+
+
+def _new_kind_designs(rng: Any) -> dict[str, list[StageSpec]]:
+    """Depthwise convolutions, average pools and table activations (issue 13), each
+    behind a small 3x3 convolution; the convolutions alone too, so that each stage's
+    share (a design's count less its convolution's) can be read off."""
+    from ...hls.stages import ConvStage
+    from ...rtl import AvgPoolSpec, DepthwiseSpec, TableSpec
+
+    def conv(cout: int, pe: int, shape: tuple[int, int, int] = (1, 8, 8)) -> ConvStage:
+        return ConvStage("conv", shape, cout, kernel=3, padding=1, pe=pe, simd=3, relu=True,
+                         weights=rng.integers(-127, 128, (cout, shape[0], 3, 3)),
+                         bias=rng.integers(-500, 500, cout),
+                         multiplier=rng.integers(1, 2**15, cout),
+                         shift=rng.integers(10, 16, cout))
+
+    def dw(c: int, pe: int, k: int = 3, stride: int = 1, mode: str = "const"
+           ) -> DepthwiseSpec:
+        arr = {} if mode == "runtime" else dict(
+            weights=rng.integers(-127, 128, (c, 1, k, k)), bias=rng.integers(-500, 500, c),
+            multiplier=rng.integers(1, 2**15, c), shift=rng.integers(10, 16, c))
+        return DepthwiseSpec("dw", (c, 8, 8), kernel=k, stride=stride, padding=k // 2,
+                             pe=pe, relu=True, weights_mode=mode, **arr)
+
+    def avg(c: int, k: int) -> AvgPoolSpec:
+        return AvgPoolSpec("pool", (c, 8, 8), kernel=k, multiplier=1234, shift=16)
+
+    def table() -> TableSpec:
+        return TableSpec("act", (8, 8, 8), rng.integers(-128, 128, 256))
+
+    return {
+        "conv_8_pe1": [conv(8, 1)],
+        "conv_8_pe4": [conv(8, 4)],
+        "conv_64_pe1": [conv(64, 1)],
+        "conv_64_pe4": [conv(64, 4)],
+        "conv_128_pe1": [conv(128, 1)],
+        "conv_dw_8_pe1": [conv(8, 1), dw(8, 1)],
+        "conv_dw_8_pe4": [conv(8, 4), dw(8, 4)],
+        "conv_dw_8_pe1_runtime": [conv(8, 1), dw(8, 1, mode="runtime")],
+        "conv_dw_8_pe4_runtime": [conv(8, 4), dw(8, 4, mode="runtime")],
+        "conv_dw_64_pe1": [conv(64, 1), dw(64, 1)],
+        "conv_dw_64_5x5s2_pe4": [conv(64, 4), dw(64, 4, k=5, stride=2)],
+        "conv_avgpool_8_l1": [conv(8, 1), avg(8, 2)],
+        "conv_avgpool_8_l4": [conv(8, 4), avg(8, 2)],
+        "conv_gap_8_l1": [conv(8, 1), avg(8, 8)],
+        "conv_gap_8_l4": [conv(8, 4), avg(8, 8)],
+        "conv_gap_128_l1": [conv(128, 1), avg(128, 8)],
+        "conv_table_8_l1": [conv(8, 1), table()],
+        "conv_table_8_l4": [conv(8, 4), table()],
+    }
 
 
 def _main(argv: Sequence[str]) -> int:  # pragma: no cover - a developer's tool

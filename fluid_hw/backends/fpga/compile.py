@@ -41,6 +41,7 @@ from ...frontend import io as fio
 from ...hls.autofold import DEFAULT_FRACTION, AutoFold, autofold
 from ...hls.folding import DEFAULT_BUDGET, FoldingBudget, format_folding, ii_for_rate
 from ...hls.lower import Lowered, build, discover, lower, lowering_hash
+from ...hls.partition import LoweringError, Segmentation, segment
 from ...ir.program import Program
 from ...ir.scope import Scope, scope_guard
 from ...ir.serialization import program_to_bytes
@@ -48,6 +49,7 @@ from ...passes import PassContext, QuantConfig, inference_pipeline, quantize
 from ...rtl import AcceleratorTop, emit_c_header, emit_markdown, param_image
 from ...sim.verilog import emit_verilog
 from ..cpu import Executor
+from .regions import SEGMENTS, RegionBuild, compile_regions, region_report, write_region_host
 from .report import STEP_KEYS, read_report, to_json, update_report
 from .steps import BuildError, Step, run_steps
 
@@ -159,6 +161,10 @@ class CompileState:
     lowered: Lowered | None = None
     autofold: AutoFold | None = None
     top: AcceleratorTop | None = None
+    #: several accelerator regions (CPU fallback in the middle): the cut and the regions'
+    #: own builds (backends/fpga/regions.py); None for a single-region build
+    segmentation: Segmentation | None = None
+    regions: list[RegionBuild] | None = None
     info: dict[str, Any] = field(default_factory=dict)
     t0: float = field(default_factory=time.perf_counter)
 
@@ -211,7 +217,11 @@ def _step_quantize(st: CompileState) -> str:
     try:
         opt = inference_pipeline(fuse_elementwise=False,
                                  fused_activations=("relu",)).run(st.program, ctx)
-        st.program = quantize(opt, _batches(calib), st.quant_config, scope=st.scope,
+        # an op without a fixed-point rule becomes a float island (dequantize before,
+        # quantize after): the accelerator splits into regions around it
+        cfg = st.quant_config if st.quant_config is not None else \
+            QuantConfig(float_fallback=True)
+        st.program = quantize(opt, _batches(calib), cfg, scope=st.scope,
                               executor=exe, fetch_names=st.fetches, feed_names=st.feeds)
     except FluidError as e:
         raise BuildError(f"quantisation failed: {e}") from e
@@ -226,6 +236,15 @@ def _step_lower(st: CompileState) -> str:
     read = {n for op in st.program.global_block().ops if op.type != "feed"
             for n in op.input_arg_names}
     st.feeds = [f for f in st.feeds if f in read] or st.feeds
+    seg = _segmentation(st)
+    if seg is not None:
+        st.segmentation = seg
+        st.regions = compile_regions(st, seg)
+        where = "; ".join(f"{d['where']}: {', '.join(d['ops']) or '-'}"  # type: ignore
+                          for d in seg.describe()["segments"])  # type: ignore[attr-defined]
+        return f"{len(seg.regions)} accelerator regions, host segments between: {where}"
+    shutil.rmtree(st.out / "regions", ignore_errors=True)
+    (st.out / SEGMENTS).unlink(missing_ok=True)
     if _auto(st):
         _autofold(st)
     else:
@@ -245,6 +264,17 @@ def _step_lower(st: CompileState) -> str:
     return (f"{len(st.lowered.stages)} stages, folding {format_folding(st.lowered.folding)} "
             f"({how}); "
             f"estimated II {e.initiation_interval}, latency {e.latency_cycles} cycles")
+
+
+def _segmentation(st: CompileState) -> Segmentation | None:
+    """The program's accelerator regions when there are several (ops without a lowering
+    in the middle), else None: the single-region path with its own checks."""
+    assert st.program is not None
+    try:
+        seg = segment(st.program, st.feeds, st.fetches)
+    except LoweringError:
+        return None
+    return seg if len(seg.regions) > 1 else None
 
 
 def _auto(st: CompileState) -> bool:
@@ -280,6 +310,8 @@ def _dumps(obj: Any) -> str:
 
 
 def _step_generate_verilog(st: CompileState) -> str:
+    if st.regions is not None:
+        return "in regions/<k>/ (one accelerator per region)"
     assert st.lowered is not None
     st.top = st.lowered.top(st.name, ff_style=st.target.ff_style)
     res = emit_verilog(st.top)
@@ -291,6 +323,8 @@ def _step_generate_verilog(st: CompileState) -> str:
 
 
 def _step_write_registers(st: CompileState) -> str:
+    if st.regions is not None:
+        return "in regions/<k>/"
     assert st.top is not None
     fio.atomic_write(st.out / "registers.md", emit_markdown(st.top.registers, st.info).encode())
     fio.atomic_write(st.out / "registers.h", emit_c_header(st.top.registers, st.info).encode())
@@ -320,6 +354,9 @@ def _step_write_model(st: CompileState) -> str:
 
 
 def _step_write_host(st: CompileState) -> str:
+    if st.regions is not None:
+        assert st.segmentation is not None
+        return write_region_host(st, st.segmentation, st.regions)
     assert st.lowered is not None and st.scope is not None and st.top is not None
     low = st.lowered
     part = low.partition
@@ -373,6 +410,9 @@ def stage_reports(low: Lowered) -> list[dict[str, Any]]:
 
 
 def _step_write_report(st: CompileState) -> str:
+    if st.regions is not None:
+        assert st.segmentation is not None
+        return region_report(st, st.segmentation, st.regions)
     assert st.lowered is not None and st.top is not None
     low = st.lowered
     e = low.estimate()
@@ -447,11 +487,12 @@ def compile_program(program: Program, scope: Scope, out: str | os.PathLike[str],
                     budget: FoldingBudget | None = None, ii_target: int | None = None,
                     clock_mhz: float | None = None, auto_fold: bool | None = None,
                     target_fps: float | None = None, fraction: float = DEFAULT_FRACTION,
+                    quant_config: QuantConfig | None = None,
                     stop_after: str | None = None) -> CompileState:
     """Like :func:`compile_model` for a program and its parameters in memory."""
     st = CompileState(Path(out), get_target(target), weights, None, calibration,
                       dict(folding or {}), budget, ii_target, clock_mhz, auto_fold=auto_fold,
-                      target_fps=target_fps, fraction=fraction)
+                      target_fps=target_fps, fraction=fraction, quant_config=quant_config)
     st.program, st.scope, st.feeds, st.fetches = program, scope, list(feeds), list(fetches)
     run_steps("compile", COMPILE_STEPS, st, stop_after)
     return st

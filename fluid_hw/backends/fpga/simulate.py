@@ -416,6 +416,11 @@ def simulate(build_dir: str | os.PathLike[str],
     """Simulate the build in ``build_dir`` on ``inputs`` (see the module docstring);
     returns the keys written to report.json.  ``ready_prob``/``valid_prob`` < 1 add
     random back-pressure (the measured II and latency then include the stalls)."""
+    if (Path(build_dir) / "segments.json").exists():  # several accelerator regions
+        from .simulate_regions import simulate_regions
+
+        return simulate_regions(build_dir, inputs, labels=labels, ready_prob=ready_prob,
+                                valid_prob=valid_prob, debug_stages=debug_stages)
     st = SimulateState(Path(build_dir), inputs, labels, debug_stages,
                        None if trace is None else str(trace), cocotb, ready_prob, valid_prob)
     run_steps("simulate", SIMULATE_STEPS, st, stop_after)

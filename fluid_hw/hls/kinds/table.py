@@ -19,6 +19,19 @@ from ._base import StageKind
 
 #: cycles through a table lane (registered read, output register)
 TABLE_LATENCY = 2
+#: bits of one lane's table (rtl.table: a 256 x 8 ROM in LUT logic, rom_style "logic")
+TABLE_BITS = 256 * 8
+#: LUTs of a lane's table in units of the calibrated cost of that many ROM bits in soft
+#: logic (``cal.per_soft_rom`` per 16 bits); fitted to Yosys (synth_ecp5) on the tab*
+#: designs of fluid_hw.backends.fpga.bitstream.calibration_designs() (random tables, 1
+#: and 4 lanes): 143 LUT4 a lane, where the generic soft-ROM figure gives 105
+TABLE_LUT_FACTOR = 1.38
+#: generic (uncalibrated, ECP5) figures of a lane for :mod:`..stages`
+TABLE_GENERIC = Resources(lut=145, ff=24)
+
+
+def _lut(s: Any, lanes: tuple[int, int], cal: Any) -> float:
+    return TABLE_LUT_FACTOR * cal.per_soft_rom * TABLE_BITS / 16 * lanes[0]
 
 
 def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredStage, int]:
@@ -55,9 +68,10 @@ KIND = StageKind(
     lower=_lower, make_spec=_make_spec,
     cycles=lambda s, lanes: s.in_len // lanes[0],
     times=lambda s, lanes, t_in: t_in + TABLE_LATENCY,
-    resources=lambda s, lanes: Resources(lut=70 * lanes[0], ff=24 * lanes[0]),
+    resources=lambda s, lanes: Resources(lut=TABLE_GENERIC.lut * lanes[0],
+                                         ff=TABLE_GENERIC.ff * lanes[0]),
     memories=lambda s, lanes: [],
-    lut=lambda s, lanes, cal: 70.0 * lanes[0],
+    lut=_lut,
     shape=lambda s: {"in": list(s.in_shape), "out": list(s.out_shape)},
     doc="element-wise activation as a 256-entry table per lane",
 )

@@ -1,0 +1,177 @@
+"""Builds with several accelerator regions: CPU fallback anywhere.
+
+Where ops without a hardware lowering sit in the middle of a quantised program (the
+quantisation pass leaves them in float between a ``dequantize`` and a ``quantize``),
+:func:`fluid_hw.hls.partition.segment` cuts it into accelerator **regions** with host
+segments between.  The decision (docs/fpga_backend.md): a build holds **several
+regions, each its own accelerator** -- its own stream ports and register block --
+so every region is an ordinary single-region build (the same steps, simulation
+harness, drivers and report) in ``BUILD/regions/<k>/``, and the build folder itself
+holds what joins them::
+
+    BUILD/report.json          target, regions[] (per region: its stages, estimate),
+                               segments (which ops run where), whole-model figures
+    BUILD/segments.json        feeds, fetches, per region its input / output value and
+                               folder, the host programs in order
+    BUILD/host/seg<k>.pb       host segment k (computes region k's input, the last one
+    BUILD/host/params.npz      the fetches) and the parameters the host programs read
+    BUILD/model/               the whole quantised program as compiled
+    BUILD/regions/<k>/         region k: accelerator.v, design.json, registers.md, ...
+
+A program with one region keeps the single-region layout (no ``regions/``).  The
+driver (:mod:`fluid_hw.drivers.regions`) runs host segment 0, region 0, host segment
+1, ... on the CPU executor and the transport.  One bitstream holding several regions
+is not built yet (``fluid-hw bitstream`` says so); each region's folder can be built
+alone.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...frontend import io as fio
+from ...hls.partition import Segmentation
+from ...hls.stage_info import layer_name
+from ...ir.serialization import program_to_bytes
+from .report import to_json, update_report
+from .steps import BuildError
+
+__all__ = ["SEGMENTS", "RegionBuild", "compile_regions", "write_region_host",
+           "region_report"]
+
+#: the file that makes a build folder a multi-region build
+SEGMENTS = "segments.json"
+
+
+@dataclass
+class RegionBuild:
+    """One region of a multi-region build: its folder and its compile state."""
+
+    index: int
+    path: Path
+    state: Any  # CompileState
+
+
+def _region_names(seg: Segmentation, k: int) -> set[str]:
+    ops = seg.program.global_block().ops
+    names = set()
+    for i in seg.regions[k].ops:
+        for v in (*ops[i].input_arg_names, *ops[i].output_arg_names):
+            names.add(layer_name(v))
+    return names
+
+
+def compile_regions(st: Any, seg: Segmentation) -> list[RegionBuild]:
+    """Compile every region of ``seg`` as a single-region build in
+    ``st.out/regions/<k>`` with the options of ``st`` (a CompileState); on a board
+    target each region gets a share of the device budget by its multiply-accumulates."""
+    from .compile import compile_program
+
+    gb = seg.program.global_block()
+    weights = [sum(int(np.prod(gb.var(v).shape)) for i in r.ops
+                   for v in gb.ops[i].input_arg_names if gb.var(v).persistable) or 1
+               for r in seg.regions]
+    fold = dict(st.folding)
+    used: set[str] = set()
+    out: list[RegionBuild] = []
+    for k, r in enumerate(seg.regions):
+        names = _region_names(seg, k)
+        mine = {n: f for n, f in fold.items() if n in names}
+        used |= set(mine)
+        path = st.out / "regions" / str(k)
+        share = weights[k] / sum(weights)
+        budget = st.budget if st.budget is not None else st.target.budget
+        if budget is not None and budget.macs is not None:  # the regions share it
+            budget = replace(budget, macs=max(1, int(budget.macs * share)))
+        sub = compile_program(seg.sub_program(k), st.scope, path, feeds=[r.hw_input],
+                              fetches=[r.hw_output], target=st.target.name,
+                              weights=st.weights, folding=mine, budget=budget,
+                              ii_target=st.ii_target, clock_mhz=st.clock_mhz,
+                              auto_fold=st.auto_fold, target_fps=st.target_fps,
+                              fraction=st.fraction * share)
+        out.append(RegionBuild(k, path, sub))
+    unused = sorted(set(fold) - used)
+    if unused:
+        raise BuildError(f"--fold names {unused}, which are no layer of any accelerator "
+                         "region (the regions' layers are in regions/<k>/report.json)")
+    return out
+
+
+def write_region_host(st: Any, seg: Segmentation, regions: list[RegionBuild]) -> str:
+    """``host/seg<k>.pb``, ``host/params.npz`` and ``segments.json``."""
+    host = st.out / "host"
+    host.mkdir(parents=True, exist_ok=True)
+    for f in host.glob("*.pb"):
+        f.unlink()
+    params: dict[str, np.ndarray] = {}
+    for k, prog in enumerate(seg.host):
+        fio.atomic_write(host / f"seg{k}.pb", program_to_bytes(prog))
+        for v in prog.global_block().vars.values():
+            if v.persistable and v.name not in ("feed", "fetch"):
+                val = st.scope.find_value(v.name)
+                if val is not None:
+                    params[v.name] = np.asarray(getattr(val, "data", val))
+    tmp = host / f".params.{os.getpid()}.tmp.npz"
+    np.savez(tmp, **params)
+    os.replace(tmp, host / "params.npz")
+    doc = {"feeds": seg.feeds, "fetches": seg.fetches,
+           "regions": [{"index": rb.index, "dir": f"regions/{rb.index}",
+                        "hw_input": r.hw_input, "hw_output": r.hw_output,
+                        "design_hash": rb.state.top.design_hash}
+                       for rb, r in zip(regions, seg.regions)],
+           "host": [f"host/seg{k}.pb" for k in range(len(seg.host))],
+           "segments": seg.describe()["segments"]}
+    import json
+
+    fio.atomic_write(st.out / SEGMENTS, (json.dumps(to_json(doc), indent=1) + "\n").encode())
+    for stale in ("pre.pb", "post.pb", "host.json"):
+        (host / stale).unlink(missing_ok=True)
+    for stale in ("accelerator.v", "design.json", "registers.md", "registers.h",
+                  "weights.npz"):
+        (st.out / stale).unlink(missing_ok=True)
+    return f"{len(seg.host)} host segments, {len(regions)} regions"
+
+
+def region_report(st: Any, seg: Segmentation, regions: list[RegionBuild]) -> str:
+    """The build's report.json: per region its summary, the segments, and the whole
+    accelerator's figures (a batch passes every region in turn: the initiation
+    intervals add up, as do the latencies; resources add up)."""
+    clock = st.clock
+    per = []
+    ii = lat = 0
+    res = {"lut": 0, "ff": 0, "dsp": 0, "bram": 0}
+    for rb in regions:
+        low = rb.state.lowered
+        e = low.estimate()
+        ii += e.initiation_interval
+        lat += e.latency_cycles
+        for k in res:
+            res[k] += getattr(e.resources, k)
+        per.append({"index": rb.index, "dir": f"regions/{rb.index}",
+                    "stages": [s.name for s in low.stages],
+                    "folding": {k: {"pe": p, "simd": s} for k, (p, s) in low.folding.items()},
+                    "estimate": e.as_report(), "design_hash": rb.state.top.design_hash})
+    keys = {
+        "target": st.target.name, "clock_mhz": clock, "weights": st.weights,
+        "model": str(st.model_dir) if st.model_dir is not None else None,
+        "quantized": "here" if st.quantized_here else "given",
+        "regions": per, "partition": seg.describe(),
+        "estimate": {"initiation_interval": ii, "latency_cycles": lat,
+                     "cycles_per_inference": ii, "resources": res,
+                     "note": "regions run one after another on a batch; host segments "
+                             "between them are not counted"},
+        "throughput_per_s": clock * 1e6 / ii, "latency_us": lat / clock,
+        "design_hash": "+".join(rb.state.top.design_hash[:16] for rb in regions),
+        "compile_seconds": round(time.perf_counter() - st.t0, 2),
+    }
+    drop = ["stages", "folding", "fifo_depths", "lowering_hash", "autofold", "bit_exact",
+            "mismatches", "measured", "fmax_mhz", "timing_met"]
+    update_report(st.out, keys, drop=drop)
+    return (f"{len(regions)} accelerator regions, II {ii} cycles (summed), latency {lat} "
+            f"cycles; {keys['throughput_per_s']:.0f} inferences/s at {clock:g} MHz")

@@ -1,0 +1,118 @@
+"""``fluid-hw simulate`` of a build with several accelerator regions (see
+:mod:`.regions`): the whole model bit for bit against the golden model.
+
+1. the golden model (the CPU executor on ``model/``) on the inputs: the outputs and
+   every region's input and output values;
+2. every region simulated on its golden input (``regions/<k>``, the single-region
+   :func:`.simulate.simulate`): bit-exact against its golden output, its measured II;
+3. the whole model through the driver (host segments on the CPU executor, each region
+   in its own Verilator model): the outputs against the golden outputs.
+
+``report.json``: ``bit_exact`` (every region and the whole), ``mismatches`` (inputs
+with any differing output), ``inputs``, ``regions[]`` (per region its simulate keys),
+``measured`` (the regions' initiation intervals and latencies summed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...drivers.regions import RegionedAccelerator
+from ...errors import FluidError
+from ...frontend import io as fio
+from ...ir import dtypes
+from ...ir.scope import Scope
+from ..cpu import Executor
+from .compile import load_inputs
+from .report import read_report, update_report
+from .steps import BuildError, log
+
+__all__ = ["simulate_regions"]
+
+
+def simulate_regions(build_dir: str | os.PathLike[str],
+                     inputs: Mapping[str, np.ndarray] | str | os.PathLike[str], *,
+                     labels: np.ndarray | str | os.PathLike[str] | None = None,
+                     ready_prob: float = 1.0, valid_prob: float = 1.0,
+                     **region_options: Any) -> dict[str, Any]:
+    """Simulate a multi-region build (see the module docstring); returns the keys
+    written to report.json."""
+    from .simulate import simulate
+
+    t0 = time.perf_counter()
+    d = Path(build_dir)
+    try:
+        doc = json.loads((d / "segments.json").read_text())
+        feeds, fetches, regions = list(doc["feeds"]), list(doc["fetches"]), doc["regions"]
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
+        raise BuildError(f"{d}/segments.json: malformed ({e!r}); recompile") from None
+    scope = Scope()
+    try:
+        program, _, _ = fio.load_inference_model(d / "model", Executor(), scope=scope)
+    except FluidError as e:
+        raise BuildError(f"{d}/model: cannot load the compiled model ({e}); recompile") from e
+    x = dict(inputs) if isinstance(inputs, Mapping) else load_inputs(inputs, feeds, "--inputs")
+    gb = program.global_block()
+    for k, v in x.items():
+        if gb.has_var(k):
+            x[k] = np.ascontiguousarray(v, dtypes.to_numpy(gb.var(k).dtype))
+    n = len(next(iter(x.values())))
+    names = [v for r in regions for v in (r["hw_input"], r["hw_output"])]
+    vals = Executor().run(program, feed=x, fetch_list=fetches + names, scope=Scope(scope))
+    golden_out = [np.asarray(v) for v in vals[:len(fetches)]]
+    golden = {nm: np.asarray(v) for nm, v in zip(names, vals[len(fetches):])}
+    log("simulate", f"golden model: {n} inputs, {len(regions)} regions")
+    per: list[dict[str, Any]] = []
+    for r in regions:
+        keys = simulate(d / r["dir"], {r["hw_input"]: golden[r["hw_input"]]},
+                        ready_prob=ready_prob, valid_prob=valid_prob, **region_options)
+        per.append({"index": r["index"], "dir": r["dir"], "bit_exact": keys.get("bit_exact"),
+                    "mismatches": keys.get("mismatches"), "measured": keys.get("measured"),
+                    "first_mismatch": keys.get("first_mismatch")})
+        log("simulate", f"region {r['index']}: "
+            + ("bit-exact" if keys.get("bit_exact") else f"{keys.get('mismatches')} mismatches"))
+    acc = RegionedAccelerator.open(d, "sim", ready_prob=ready_prob, valid_prob=valid_prob)
+    try:
+        outs = [np.asarray(o) for o in acc.run(x)]
+    finally:
+        acc.close()
+    bad = np.zeros(n, bool)
+    for g, h in zip(golden_out, outs):
+        if g.shape != h.shape:
+            raise BuildError(f"output shape {h.shape} differs from the golden {g.shape}")
+        bad |= np.any((g != h).reshape(n, -1), axis=1)
+    mism = int(bad.sum())
+    measured = {"initiation_interval": sum(float(p["measured"]["initiation_interval"])
+                                           for p in per if p.get("measured")),
+                "latency_cycles": sum(float(p["measured"]["latency_cycles"])
+                                      for p in per if p.get("measured")),
+                "note": "regions' figures summed: a batch passes the regions in turn"}
+    keys: dict[str, Any] = {
+        "bit_exact": mism == 0 and all(p["bit_exact"] for p in per), "mismatches": mism,
+        "inputs": n, "regions": per, "measured": measured,
+        "simulate_seconds": round(time.perf_counter() - t0, 2)}
+    if labels is not None:
+        y = labels if isinstance(labels, np.ndarray) else np.load(labels, allow_pickle=False)
+        o = outs[0]
+        pred = o.reshape(n, -1).argmax(axis=1) if o.ndim > 1 and o.shape[-1] > 1 else \
+            o.reshape(-1)
+        keys["accuracy"] = {"hardware_int8": float((pred == np.asarray(y).reshape(-1)).mean())}
+    tmp = d / f".outputs.{os.getpid()}.tmp.npy"
+    np.save(tmp, outs[0])
+    os.replace(tmp, d / "outputs.npy")
+    report = read_report(d)
+    region_dicts = report.get("regions") or []
+    for p, rd in zip(per, region_dicts):
+        rd["simulate"] = p
+    keys["regions"] = region_dicts or per
+    update_report(d, keys)
+    log("simulate", ("bit-exact" if keys["bit_exact"] else f"NOT bit-exact ({mism} inputs)")
+        + f" through {len(regions)} regions and the host segments")
+    return keys

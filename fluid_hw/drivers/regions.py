@@ -1,0 +1,176 @@
+"""The host API of a build with several accelerator regions (CPU fallback anywhere).
+
+    acc = Accelerator.open("build/net")     # a RegionedAccelerator for such a build
+    (prob,) = acc.run(x)                    # host seg 0, region 0, host seg 1, ...
+
+A multi-region build (``segments.json``; see ``fluid_hw.backends.fpga.regions``) is
+host programs ``host/seg<k>.pb`` and one single-region build per accelerator region in
+``regions/<k>/``.  :meth:`RegionedAccelerator.run` runs host segment ``k`` on the CPU
+executor to compute region ``k``'s int8 input, streams it through region ``k``
+(:meth:`Accelerator.run_int` over its own transport), and after the last region the
+last host segment computes the model's outputs.  Each region is its own accelerator
+(own stream ports and registers); over the simulation transport each has its own
+Verilator model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..backends.cpu import Executor
+from ..errors import FluidError
+from ..ir import dtypes
+from ..ir.program import Program
+from ..ir.scope import Scope
+from .transport import DriverError, ParamImage, Transport
+
+__all__ = ["RegionedAccelerator", "SEGMENTS"]
+
+SEGMENTS = "segments.json"
+
+
+class RegionedAccelerator:
+    """A compiled model whose accelerator is several regions with host segments between
+    (see the module docstring); the same ``run`` / ``counters`` / ``load`` / ``close``
+    API as :class:`~.accelerator.Accelerator`."""
+
+    def __init__(self, build_dir: Path, doc: dict[str, Any], host: list[Program],
+                 params: dict[str, np.ndarray], regions: list[Any]) -> None:
+        self.build_dir = build_dir
+        self.feeds: list[str] = list(doc["feeds"])
+        self.fetches: list[str] = list(doc["fetches"])
+        self.region_info: list[dict[str, Any]] = list(doc["regions"])
+        self.host_programs = host
+        self.regions = regions
+        self.scope = Scope()
+        self.scope.vars.update(params)
+        self.executor = Executor()
+
+    @classmethod
+    def open(cls, build_dir: str | os.PathLike[str], transport: str | Transport = "sim", *,
+             load_weights: bool = True, check: bool = True, **options: Any
+             ) -> RegionedAccelerator:
+        from .accelerator import Accelerator
+
+        d = Path(build_dir)
+        path = d / SEGMENTS
+        try:
+            doc = json.loads(path.read_text())
+            regions_doc = doc["regions"]
+            host_files = [d / h for h in doc["host"]]
+            if len(host_files) != len(regions_doc) + 1:
+                raise ValueError(f"{len(host_files)} host programs for {len(regions_doc)} "
+                                 "regions")
+        except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+            raise DriverError(f"{path}: malformed ({e!r}); recompile the model") from None
+        if isinstance(transport, Transport):
+            raise DriverError(f"{d} has {len(regions_doc)} accelerator regions, each its own "
+                              "accelerator: give the transport by name (e.g. 'sim'), one is "
+                              "opened per region")
+        host = []
+        for p in host_files:
+            try:
+                host.append(Program.parse_from_string(p.read_bytes(), source=str(p)))
+            except FileNotFoundError:
+                raise DriverError(f"{p}: not found; recompile the model") from None
+        params: dict[str, np.ndarray] = {}
+        pfile = d / "host" / "params.npz"
+        if pfile.exists():
+            try:
+                with np.load(pfile, allow_pickle=False) as z:
+                    params = {k: z[k] for k in z.files}
+            except (OSError, ValueError) as e:
+                raise DriverError(f"{pfile}: unreadable ({e}); recompile the model") from None
+        regions: list[Any] = []
+        try:
+            for r in regions_doc:
+                regions.append(Accelerator.open(d / r["dir"], transport,
+                                                load_weights=load_weights, check=check,
+                                                **options))
+        except BaseException:
+            for acc in regions:
+                acc.close()
+            raise
+        return cls(d, doc, host, params, regions)
+
+    # -- hardware ----------------------------------------------------------------------
+    def counters(self) -> dict[str, int]:
+        """The counter registers of every region, summed (per region: ``region_counters``)."""
+        total: dict[str, int] = {}
+        for acc in self.regions:
+            for k, v in acc.counters().items():
+                total[k] = total.get(k, 0) + int(v)
+        return total
+
+    def region_counters(self) -> list[dict[str, int]]:
+        return [acc.counters() for acc in self.regions]
+
+    def load(self, image: ParamImage | str | os.PathLike[str] | None = None) -> int:
+        """Load every runtime-weights region's compiled weights (an image applies to one
+        region only: use ``regions[k].load(image)``)."""
+        if image is not None:
+            raise DriverError("a multi-region build loads each region's own weights: call "
+                              "regions[k].load(image) for the region the image belongs to")
+        return sum(acc.load() for acc in self.regions if acc.host.weights == "runtime")
+
+    # -- the model ---------------------------------------------------------------------
+    def _feed(self, batch: Any) -> dict[str, np.ndarray]:
+        if isinstance(batch, Mapping):
+            missing = [f for f in self.feeds if f not in batch]
+            if missing:
+                raise DriverError(f"run: no value for input(s) {missing}; the model reads "
+                                  f"{self.feeds}")
+            out = {f: np.asarray(batch[f]) for f in self.feeds}
+        elif len(self.feeds) != 1:
+            raise DriverError(f"run: the model has inputs {self.feeds}; pass a dict")
+        else:
+            out = {self.feeds[0]: np.asarray(batch)}
+        for k, v in out.items():
+            gb = self.host_programs[0].global_block()
+            if gb.has_var(k):
+                want = dtypes.to_numpy(gb.var(k).dtype)
+                if v.dtype != want and v.dtype.kind == "f" and want.kind == "f":
+                    out[k] = v.astype(want)
+        return out
+
+    def run(self, batch: Any) -> list[np.ndarray]:
+        """The model on a batch (an array for a one-input model, or a dict name ->
+        array): its outputs, one array per fetch target."""
+        values = self._feed(batch)
+        scope = Scope(self.scope)
+        try:
+            for k, (acc, info) in enumerate(zip(self.regions, self.region_info)):
+                prog = self.host_programs[k]
+                gb = prog.global_block()
+                feed = {n: v for n, v in values.items() if gb.has_var(n)}
+                (x,) = self.executor.run(prog, feed=feed, fetch_list=[info["hw_input"]],
+                                         scope=scope)
+                values[info["hw_output"]] = acc.run_int(x)
+            last = self.host_programs[-1]
+            gb = last.global_block()
+            feed = {n: v for n, v in values.items() if gb.has_var(n)}
+            return self.executor.run(last, feed=feed, fetch_list=self.fetches, scope=scope)
+        except DriverError:
+            raise
+        except FluidError as e:
+            raise DriverError(f"{self.build_dir}: the host programs failed: {e}") from e
+
+    def close(self) -> None:
+        for acc in self.regions:
+            acc.close()
+
+    def __enter__(self) -> RegionedAccelerator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"RegionedAccelerator({str(self.build_dir)!r}, regions={len(self.regions)}, "
+                f"feeds={self.feeds}, fetches={self.fetches})")
