@@ -28,6 +28,14 @@ def _run(args: argparse.Namespace) -> int:
                        fraction=args.budget_fraction, stop_after=args.stop_after)
     last = args.stop_after or COMPILE_STEPS[-1].name
     print(f"compiled {args.model} -> {args.out} (through step {last})")
+    if st.segmentation is not None:  # which ops run where
+        for d in st.segmentation.describe()["segments"]:  # type: ignore[attr-defined]
+            print(f"  {d['where']:14s} {', '.join(d['ops']) or '-'}")
+        for rb in st.regions or []:
+            if rb.state.lowered is not None:
+                e = rb.state.lowered.estimate()
+                print(f"  region {rb.index} ({rb.path}): {len(rb.state.lowered.stages)} stages, "
+                      f"estimated II {e.initiation_interval} cycles")
     if st.lowered is not None and last == COMPILE_STEPS[-1].name:
         e = st.lowered.estimate()
         for s, est in zip(st.lowered.stages, e.stages):

@@ -25,6 +25,12 @@ def _run(args: argparse.Namespace) -> int:
         print(f"  measured II {m['initiation_interval']:g} cycles, latency "
               f"{m['latency_cycles']:g} cycles, {m['cycles_per_inference']:.1f} cycles per "
               "inference")
+    for r in keys.get("regions") or []:
+        sim = r.get("simulate", r)
+        rm = sim.get("measured") or {}
+        ok = "bit-exact" if sim.get("bit_exact") else "NOT bit-exact"
+        print(f"  region {r.get('index')}: {ok}"
+              + (f", II {rm['initiation_interval']:g} cycles" if rm else ""))
     acc = keys.get("accuracy")
     if acc:
         print("  accuracy " + ", ".join(f"{k} {v:.4f}" for k, v in acc.items()

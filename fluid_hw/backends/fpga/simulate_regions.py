@@ -93,6 +93,8 @@ def simulate_regions(build_dir: str | os.PathLike[str],
                                            for p in per if p.get("measured")),
                 "latency_cycles": sum(float(p["measured"]["latency_cycles"])
                                       for p in per if p.get("measured")),
+                "cycles_per_inference": sum(float(p["measured"]["cycles_per_inference"])
+                                            for p in per if p.get("measured")),
                 "note": "regions' figures summed: a batch passes the regions in turn"}
     keys: dict[str, Any] = {
         "bit_exact": mism == 0 and all(p["bit_exact"] for p in per), "mismatches": mism,
