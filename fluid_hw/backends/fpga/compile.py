@@ -38,7 +38,7 @@ import numpy as np
 from ...boards import all_boards, get_board
 from ...errors import FluidError, UnknownNameError, unknown_name
 from ...frontend import io as fio
-from ...hls.autofold import DEFAULT_FRACTION, AutoFold, autofold
+from ...hls.autofold import AutoFold, autofold
 from ...hls.folding import DEFAULT_BUDGET, FoldingBudget, format_folding, ii_for_rate
 from ...hls.lower import Lowered, build, discover, lower, lowering_hash
 from ...hls.partition import LoweringError, Segmentation, segment
@@ -49,11 +49,13 @@ from ...passes import PassContext, QuantConfig, inference_pipeline, quantize
 from ...rtl import AcceleratorTop, emit_c_header, emit_markdown, param_image
 from ...sim.verilog import emit_verilog
 from ..cpu import Executor
+from .options import CompileOptions, FoldingPolicy
 from .regions import SEGMENTS, RegionBuild, compile_regions, region_report, write_region_host
 from .report import STEP_KEYS, read_report, to_json, update_report
 from .steps import BuildError, Step, run_steps
 
 __all__ = ["Target", "TARGETS", "DEFAULT_CLOCK_MHZ", "get_target", "CompileState",
+           "CompileOptions", "FoldingPolicy",
            "COMPILE_STEPS", "compile_model", "compile_program", "is_quantized", "load_inputs"]
 
 QUANT_OP_TYPES = ("quantize", "quantized_fc", "quantized_conv2d")
@@ -136,21 +138,9 @@ class CompileState:
     """Everything the compile steps share."""
 
     out: Path
-    target: Target
-    weights: str = "const"
+    options: CompileOptions
     model_dir: Path | None = None
     calibration: Mapping[str, np.ndarray] | str | os.PathLike[str] | None = None
-    folding: dict[str, tuple[int, int]] = field(default_factory=dict)
-    budget: FoldingBudget | None = None
-    ii_target: int | None = None
-    clock_mhz: float | None = None
-    name: str = "fluid_accel"
-    quant_config: QuantConfig | None = None
-    #: fold automatically for the target board's device (default: on board targets,
-    #: unless a multiplier budget or an initiation interval is given)
-    auto_fold: bool | None = None
-    target_fps: float | None = None
-    fraction: float = DEFAULT_FRACTION
     # filled in by the steps
     program: Program | None = None
     scope: Scope | None = None
@@ -167,6 +157,52 @@ class CompileState:
     regions: list[RegionBuild] | None = None
     info: dict[str, Any] = field(default_factory=dict)
     t0: float = field(default_factory=time.perf_counter)
+
+    def __post_init__(self) -> None:
+        self.target: Target = get_target(self.options.target)
+
+    # the options, by the names the steps use
+    @property
+    def weights(self) -> str:
+        return self.options.weights
+
+    @property
+    def folding(self) -> dict[str, tuple[int, int]]:
+        return dict(self.options.folding.overrides)
+
+    @property
+    def budget(self) -> FoldingBudget | None:
+        return self.options.folding.budget
+
+    @property
+    def ii_target(self) -> int | None:
+        return self.options.folding.ii_target
+
+    @property
+    def clock_mhz(self) -> float | None:
+        return self.options.clock_mhz
+
+    @property
+    def name(self) -> str:
+        return self.options.name
+
+    @property
+    def quant_config(self) -> QuantConfig | None:
+        return self.options.quant
+
+    @property
+    def auto_fold(self) -> bool | None:
+        """Fold automatically for the target board's device (None: on board targets,
+        unless a multiplier budget or an initiation interval is given)."""
+        return self.options.folding.auto_fold
+
+    @property
+    def target_fps(self) -> float | None:
+        return self.options.folding.target_fps
+
+    @property
+    def fraction(self) -> float:
+        return self.options.folding.fraction
 
     @property
     def clock(self) -> float:
@@ -436,6 +472,7 @@ def _step_write_report(st: CompileState) -> str:
         "latency_us": e.latency_cycles / clock,
         "compile_seconds": round(time.perf_counter() - st.t0, 2),
         "autofold": st.autofold.as_report() if st.autofold is not None else None,
+        "options": st.options.as_report(),
     }
     update_report(st.out, keys, drop=drop)
     return (f"II {e.initiation_interval} cycles, latency {e.latency_cycles} cycles; "
@@ -455,44 +492,39 @@ COMPILE_STEPS: list[Step] = [
 ]
 
 
-def compile_model(model_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
-                  target: str = "sim", weights: str = "const",
+def _options(options: CompileOptions | None, kwargs: dict[str, Any]) -> CompileOptions:
+    if options is not None and kwargs:
+        raise BuildError(f"give either a CompileOptions or keyword options "
+                         f"({', '.join(sorted(kwargs))}), not both")
+    return options if options is not None else CompileOptions.from_kwargs(**kwargs)
+
+
+def compile_model(model_dir: str | os.PathLike[str], out: str | os.PathLike[str],
+                  options: CompileOptions | None = None, *,
                   calibration: Mapping[str, np.ndarray] | str | os.PathLike[str] | None = None,
-                  folding: Mapping[str, tuple[int, int]] | None = None,
-                  budget: FoldingBudget | None = None, ii_target: int | None = None,
-                  clock_mhz: float | None = None, quant_config: QuantConfig | None = None,
-                  auto_fold: bool | None = None, target_fps: float | None = None,
-                  fraction: float = DEFAULT_FRACTION,
-                  stop_after: str | None = None) -> CompileState:
+                  stop_after: str | None = None, **kwargs: Any) -> CompileState:
     """Compile the saved inference model in ``model_dir`` into the build folder ``out``
-    (see the module docstring).  Returns the build state (``.lowered``, ``.top``...).
+    (see the module docstring) with ``options`` (a :class:`CompileOptions`, or its
+    fields as keywords: ``target``, ``weights``, ``folding``, ``budget``, ``ii_target``,
+    ``clock_mhz``, ``quant_config``, ``auto_fold``, ``target_fps``, ``fraction``).
+    Returns the build state (``.lowered``, ``.top``...).
 
     On a board target the folding is automatic (:func:`fluid_hw.hls.autofold`, a
     ``fraction`` of the device's resources; ``folding`` fixes layers, ``target_fps``
-    asks for the cheapest folding reaching that rate) unless ``auto_fold=False`` or a
-    ``budget`` / ``ii_target`` is given."""
-    st = CompileState(Path(out), get_target(target), weights, Path(model_dir), calibration,
-                      dict(folding or {}), budget, ii_target, clock_mhz,
-                      quant_config=quant_config, auto_fold=auto_fold, target_fps=target_fps,
-                      fraction=fraction)
+    asks for the cheapest folding reaching that rate) unless the policy is
+    ``balanced`` or a ``budget`` / ``ii_target`` is given."""
+    st = CompileState(Path(out), _options(options, kwargs), Path(model_dir), calibration)
     run_steps("compile", COMPILE_STEPS, st, stop_after)
     return st
 
 
-def compile_program(program: Program, scope: Scope, out: str | os.PathLike[str], *,
-                    feeds: Sequence[str], fetches: Sequence[str], target: str = "sim",
-                    weights: str = "const",
+def compile_program(program: Program, scope: Scope, out: str | os.PathLike[str],
+                    options: CompileOptions | None = None, *,
+                    feeds: Sequence[str], fetches: Sequence[str],
                     calibration: Mapping[str, np.ndarray] | None = None,
-                    folding: Mapping[str, tuple[int, int]] | None = None,
-                    budget: FoldingBudget | None = None, ii_target: int | None = None,
-                    clock_mhz: float | None = None, auto_fold: bool | None = None,
-                    target_fps: float | None = None, fraction: float = DEFAULT_FRACTION,
-                    quant_config: QuantConfig | None = None,
-                    stop_after: str | None = None) -> CompileState:
+                    stop_after: str | None = None, **kwargs: Any) -> CompileState:
     """Like :func:`compile_model` for a program and its parameters in memory."""
-    st = CompileState(Path(out), get_target(target), weights, None, calibration,
-                      dict(folding or {}), budget, ii_target, clock_mhz, auto_fold=auto_fold,
-                      target_fps=target_fps, fraction=fraction, quant_config=quant_config)
+    st = CompileState(Path(out), _options(options, kwargs), None, calibration)
     st.program, st.scope, st.feeds, st.fetches = program, scope, list(feeds), list(fetches)
     run_steps("compile", COMPILE_STEPS, st, stop_after)
     return st

@@ -86,15 +86,17 @@ def compile_regions(st: Any, seg: Segmentation) -> list[RegionBuild]:
         used |= set(mine)
         path = st.out / "regions" / str(k)
         share = weights[k] / sum(weights)
-        budget = st.budget if st.budget is not None else st.target.budget
-        if budget is not None and budget.macs is not None:  # the regions share it
-            budget = replace(budget, macs=max(1, int(budget.macs * share)))
-        sub = compile_program(seg.sub_program(k), st.scope, path, feeds=[r.hw_input],
-                              fetches=[r.hw_output], target=st.target.name,
-                              weights=st.weights, folding=mine, budget=budget,
-                              ii_target=st.ii_target, clock_mhz=st.clock_mhz,
-                              auto_fold=st.auto_fold, target_fps=st.target_fps,
-                              fraction=st.fraction * share)
+        # the regions share the multiplier budget (a board's device: its fraction)
+        pol = st.options.folding
+        base = pol.budget if pol.budget is not None else \
+            (st.target.budget if st.target.board is None and pol.mode != "device-fit"
+             else None)
+        budget = replace(base, macs=max(1, int(base.macs * share))) \
+            if base is not None and base.macs is not None else base
+        opts = replace(st.options, folding=replace(pol, overrides=mine, budget=budget,
+                                                   fraction=pol.fraction * share))
+        sub = compile_program(seg.sub_program(k), st.scope, path, opts, feeds=[r.hw_input],
+                              fetches=[r.hw_output])
         out.append(RegionBuild(k, path, sub))
     unused = sorted(set(fold) - used)
     if unused:
