@@ -56,9 +56,9 @@ from ..ir.program import Operator, Program
 from .folding import DEFAULT_BUDGET, FoldingBudget, FoldUnit, balance, check_folding
 from .kinds import get_kind, kind_for_op, kind_of
 from .partition import (
-    LAYOUT_OPS,
     LoweringError,
     Partition,
+    is_layout,
     main_input,
     main_output,
     partition,
@@ -159,7 +159,7 @@ class _Builder:
             i = chain[k]
             op = self.ops[i]
             cur = self.cursor(main_input(op), op)
-            if op.type in LAYOUT_OPS:
+            if is_layout(op.type):
                 self.layout(i, op, cur)
                 k += 1
             elif op.type == "relu":

@@ -26,12 +26,15 @@ from ..errors import FluidError
 from ..ir import dtypes
 from ..ir.program import Operator, Program
 from ..ir.prune import prune
+from ..ir.registry import op_has_category
 
-__all__ = ["LoweringError", "Partition", "partition", "LAYER_OPS", "LAYOUT_OPS", "stream_inputs",
+__all__ = ["LoweringError", "Partition", "partition", "is_layout", "stream_inputs",
            "main_input", "main_output", "lowerable"]
 
-LAYER_OPS = ("quantized_fc", "quantized_conv2d")
-LAYOUT_OPS = ("reshape2", "flatten2", "transpose2")
+def is_layout(op_type: str) -> bool:
+    """An op that only moves the elements of an example (the ``layout`` category of
+    the op registry): no data moves in hardware, the lowering follows the order."""
+    return op_has_category(op_type, "layout")
 _IO_OPS = ("feed", "fetch")
 
 
@@ -76,7 +79,7 @@ def lowerable(program: Program, op: Operator) -> bool:
     t = op.type
     if t == "requantize" or starts_stage(program, op):
         return True
-    if t == "relu" or t in LAYOUT_OPS:
+    if t == "relu" or is_layout(t):
         return _is_int(program, op.input("X")[0])
     return False
 
@@ -173,7 +176,7 @@ def partition(program: Program, feed_names: Sequence[str] | None = None,
         chain.append(body[pos])
         avail.add(main_output(op))
         pos += 1
-    while chain and ops[chain[-1]].type in LAYOUT_OPS:  # trailing layout: host side
+    while chain and is_layout(ops[chain[-1]].type):  # trailing layout: host side
         chain.pop()
     hw_output = main_output(ops[chain[-1]])
     hw_set = set(chain)
@@ -311,7 +314,7 @@ def _grow_region(program: Program, ops: list[Operator], body: list[int], first: 
             break
         chain.append(i)
         avail.add(main_output(op))
-    while chain and ops[chain[-1]].type in LAYOUT_OPS:
+    while chain and is_layout(ops[chain[-1]].type):
         chain.pop()
     return chain
 

@@ -170,11 +170,17 @@ def get_op(type: str) -> OpDef:
         raise unknown_name("op type", type, _REGISTRY, UnknownOpError) from None
 
 
-#: op categories (``OpDef.categories``):
+#: op categories (``OpDef.categories``), for passes and back ends that treat ops by kind:
 #: ``elementwise``: one input ``X``, one output ``Out`` of X's shape, each element a
 #: function of the same element of X and the attributes only (the quantisation pass
-#: tabulates such an op of one int8 value into ``quantized_table``)
-CATEGORIES = ("elementwise",)
+#: tabulates such an op of one int8 value into ``quantized_table``);
+#: ``layer``: a layer with weights the quantisation pass turns into an integer layer
+#: (fc, mul, convolutions);
+#: ``layout``: moves the elements of each example without computing (reshape,
+#: flatten, transpose, squeeze, unsqueeze): integer values pass through, and the FPGA
+#: lowering only follows the element order;
+#: ``quantised``: exists only inside a quantised region (docs/fixed_point.md)
+CATEGORIES = ("elementwise", "layer", "layout", "quantised")
 
 
 def op_has_category(type: str, category: str) -> bool:

@@ -84,11 +84,12 @@ from .manager import PassManager, fixpoint
 __all__ = ["QuantConfig", "QuantizationError", "quantization_report", "quantize",
            "quantized_region", "requant_params"]
 
-LAYER_OPS = ("fc", "mul", "conv2d", "depthwise_conv2d", "conv2d_fusion")
-PASSTHROUGH_OPS = ("relu", "pool2d", "reshape2", "flatten2", "transpose2")
-#: ops that only exist inside a quantised region
-QUANT_OPS = ("quantized_fc", "quantized_conv2d", "requantize", "quantized_pool2d",
-             "quantized_table", "quantized_add")
+#: ops besides the layout category that keep a quantised value's scale
+PASSTHROUGH_OPS = ("relu", "pool2d")
+
+
+def _layer(t: str) -> bool:
+    return op_has_category(t, "layer")
 _CONV_ATTR_NAMES = ("strides", "paddings", "dilations", "groups", "padding_algorithm",
                     "data_format")
 _POOL_ATTR_NAMES = ("pooling_type", "ksize", "global_pooling", "strides", "paddings",
@@ -276,7 +277,7 @@ class _Quantizer:
 
     def layer(self, i: int) -> _Layer | None:
         op = self.block.ops[i]
-        if op.type not in LAYER_OPS or self.excluded(op):
+        if not _layer(op.type) or self.excluded(op):
             return None
         t = op.type
         if t in ("fc", "mul"):
@@ -316,7 +317,7 @@ class _Quantizer:
             return False
         if self.tabulated(op):
             return True
-        if op.type not in PASSTHROUGH_OPS:
+        if op.type not in PASSTHROUGH_OPS and not op_has_category(op.type, "layout"):
             return False
         if op.type == "pool2d":
             return not op.attr("adaptive") and op.attr("data_format") in ("NCHW", "AnyLayout")
@@ -372,7 +373,7 @@ class _Quantizer:
                     not self.excluded(op) and not self.cfg.float_fallback:
                 j, jout = need[next(iter(writes & set(need)))]
                 what = op.type
-                if op.type in LAYER_OPS:
+                if _layer(op.type):
                     act = op.all_attrs().get("activation_type", op.all_attrs().get("activation"))
                     what = f"{op.type} with activation {act!r}" if act else op.type
                 raise QuantizationError(
@@ -723,7 +724,7 @@ def quantized_region(program: Program) -> set[str]:
         ins, outs = set(op.input_arg_names), set(op.output_arg_names)
         if op.type == "quantize":
             region |= outs
-        elif op.type in QUANT_OPS:
+        elif op_has_category(op.type, "quantised"):
             region |= ins | outs
         elif op.type == "dequantize":
             region |= set(op.input("X"))

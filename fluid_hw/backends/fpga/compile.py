@@ -43,6 +43,7 @@ from ...hls.folding import DEFAULT_BUDGET, FoldingBudget, format_folding, ii_for
 from ...hls.lower import Lowered, build, discover, lower, lowering_hash
 from ...hls.partition import LoweringError, Segmentation, segment
 from ...ir.program import Program
+from ...ir.registry import op_has_category
 from ...ir.scope import Scope, scope_guard
 from ...ir.serialization import program_to_bytes
 from ...passes import PassContext, QuantConfig, inference_pipeline, quantize
@@ -58,7 +59,6 @@ __all__ = ["Target", "TARGETS", "DEFAULT_CLOCK_MHZ", "get_target", "CompileState
            "CompileOptions", "FoldingPolicy",
            "COMPILE_STEPS", "compile_model", "compile_program", "is_quantized", "load_inputs"]
 
-QUANT_OP_TYPES = ("quantize", "quantized_fc", "quantized_conv2d")
 
 
 #: design clock of a board target by family (the PLL makes it from the oscillator)
@@ -104,7 +104,8 @@ def get_target(name: str) -> Target:
 
 
 def is_quantized(program: Program) -> bool:
-    return any(op.type in QUANT_OP_TYPES for op in program.global_block().ops)
+    return any(op.type == "quantize" or op_has_category(op.type, "quantised")
+               for op in program.global_block().ops)
 
 
 def load_inputs(path: str | os.PathLike[str], feeds: Sequence[str], what: str

@@ -176,3 +176,12 @@ def _declare_grads() -> None:
 
 
 _declare_grads()
+
+
+def _declare_layer_category() -> None:
+    from ..registry import mark_category
+
+    mark_category("layer", "fc", "conv2d_fusion")
+
+
+_declare_layer_category()

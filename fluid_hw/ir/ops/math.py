@@ -212,6 +212,7 @@ def _declare_scale_category() -> None:
     from ..registry import mark_category
 
     mark_category("elementwise", "scale")
+    mark_category("layer", "mul")
 
 
 _declare_scale_category()

@@ -349,3 +349,12 @@ def _declare_grads() -> None:
 
 
 _declare_grads()
+
+
+def _declare_layer_category() -> None:
+    from ..registry import mark_category
+
+    mark_category("layer", "conv2d", "depthwise_conv2d")
+
+
+_declare_layer_category()

@@ -373,5 +373,15 @@ def _declare_grads() -> None:
 
 _declare_grads()
 
+
+def _declare_categories() -> None:
+    from ..registry import mark_category
+
+    mark_category("quantised", "quantized_fc", "quantized_conv2d", "requantize",
+                  "quantized_pool2d", "quantized_table", "quantized_add")
+
+
+_declare_categories()
+
 __all__ = ["ACTIVATION_DTYPES", "MULTIPLIER_MAX", "SHIFT_MAX", "WEIGHT_DTYPE", "int_range",
            "quantized_dtype"]

@@ -386,3 +386,12 @@ def _declare_grads() -> None:
 
 
 _declare_grads()
+
+
+def _declare_layout_category() -> None:
+    from ..registry import mark_category
+
+    mark_category("layout", "reshape2", "flatten2", "transpose2", "squeeze2", "unsqueeze2")
+
+
+_declare_layout_category()
