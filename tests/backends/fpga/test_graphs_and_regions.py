@@ -153,6 +153,12 @@ def test_a_model_with_host_segments_runs_bit_exactly_through_the_driver(tmp_path
         (got,) = acc.run(x)
     (want,) = _golden(out, x)
     assert np.array_equal(got, want)
+    exe = fluid.Executor(fluid.FPGAPlace(out))  # the whole model as a place
+    try:
+        (placed,) = exe.run(prog, feed={"x": x}, fetch_list=[fetch])
+    finally:
+        exe.close()
+    assert np.array_equal(placed, want)
     from fluid_hw.backends.fpga import bitstream
 
     with pytest.raises(BuildError, match="2 accelerator regions"):
