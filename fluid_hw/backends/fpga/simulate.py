@@ -306,9 +306,12 @@ def compare_stages(low: Lowered, golden: Mapping[str, np.ndarray],
     x = low.to_stream(golden[low.partition.hw_input])
     rows: list[dict[str, Any]] = []
     first: dict[str, Any] | None = None
-    y = np.asarray(x, np.int64)
+    inputs = low.graph.inputs if low.graph is not None else \
+        [(k - 1,) for k in range(len(low.stages))]
+    # every stage starts from the golden values of its inputs: every divergence shows
+    streams: dict[int, np.ndarray] = {-1: np.asarray(x, np.int64)}
     for k, (s, spec) in enumerate(zip(low.stages, low.specs)):
-        y = pipeline_model([spec], y).astype(np.int64)
+        y = np.asarray(spec.model(*(streams[p] for p in inputs[k])), np.int64)
         want = low.stage_stream(k, golden[s.out_var]).astype(np.int64)
         diff = y != want
         rows.append({"stage": s.name, "op": s.op, "golden": s.out_var,
@@ -319,10 +322,10 @@ def compare_stages(low: Lowered, golden: Mapping[str, np.ndarray],
             first = {"stage": s.name, "golden": s.out_var, "input": i, "stream_position": j,
                      "element": [i, *map(int, idx)], "model": int(y[i, j]),
                      "golden_value": int(want[i, j])}
-        y = want  # the next stage starts from the golden value: every divergence shows
+        streams[k] = want
     out: dict[str, Any] = {"stages": rows, "first_divergence": first}
     if hw_stream is not None:
-        model = pipeline_model(low.specs, x).astype(np.int64)
+        model = pipeline_model(low.specs, x, inputs).astype(np.int64)
         hw = np.asarray(hw_stream, np.int64)
         diff = hw != model
         row: dict[str, Any] = {"mismatches": int(diff.sum())}

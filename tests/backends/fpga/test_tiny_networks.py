@@ -41,8 +41,9 @@ def _data(shape: tuple[int, ...], seed: int) -> np.ndarray:
 def _compile_and_simulate(program, scope, out, feed: str, fetch: str, shape, **kw):
     """compile_program (sim target, calibrated on N random inputs) then simulate on N
     others: (compile state, simulate keys, report)."""
+    kw.setdefault("budget", BUDGET)
     st = compile_program(program, scope, out, feeds=[feed], fetches=[fetch], target="sim",
-                         budget=BUDGET, calibration={feed: _data(shape, 0)}, **kw)
+                         calibration={feed: _data(shape, 0)}, **kw)
     keys = simulate_build(out, inputs={feed: _data(shape, 1)}, debug_stages=True)
     assert keys["bit_exact"] is True and keys["mismatches"] == 0 and keys["inputs"] == N
     dbg = keys["debug_stages"]
@@ -64,14 +65,23 @@ def _ii_ratio(report: dict) -> float:
     ("fc_autoencoder", lambda: models.fc_autoencoder(input_dim=16, hidden=8, depth=1,
                                                      bottleneck=4),
      ["mvau"] * 4, ["dequantize"]),
-], ids=["ds_cnn", "fc_autoencoder"])
+    # the reference's topology (three residual stacks, the 2nd and 3rd downsampling with
+    # a 1x1 stride-2 convolution on the skip path) with 2 / 4 / 4 filters
+    ("resnet8", lambda: models.resnet8(filters=(2, 4, 4), num_classes=4),
+     ["conv"] * 3 + ["add"] + ["conv"] * 3 + ["add"] + ["conv"] * 3 + ["add", "avgpool",
+                                                                        "mvau"],
+     ["dequantize", "softmax"]),
+], ids=["ds_cnn", "fc_autoencoder", "resnet8"])
 def test_tiny_network_is_bit_exact_at_the_estimated_rate(name, build, kinds, post, tmp_path):
     t0 = time.perf_counter()
     model = build()
     scope = _initialised(model.startup)
     shape = tuple(model.image.shape[1:])
+    # one multiplier a layer is the slowest folding: ResNet-8's ten layers need 10
+    budget = FoldingBudget(macs=16) if name == "resnet8" else BUDGET
     st, _keys, r = _compile_and_simulate(model.test_program, scope, tmp_path / name,
-                                         model.image.name, model.prediction.name, shape)
+                                         model.image.name, model.prediction.name, shape,
+                                         budget=budget)
     assert [s.kind for s in st.lowered.stages] == kinds
     assert r["partition"]["pre"] == ["quantize"] and r["partition"]["post"] == post
     ratio = _ii_ratio(r)
