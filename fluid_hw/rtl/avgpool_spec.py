@@ -7,20 +7,18 @@ image streams HWC; lanes follow the producer (``lanes=None``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import gcd
 from typing import Any
 
 import numpy as np
 
 from ._util import HardwareConfigError
-from .spec import StageSpec, _pads, _pair, _window_bound, structure_lanes
-from .swg import WindowGeometry
+from .spec import _FollowLanes, _window_bound, _WindowMixin, structure_lanes
 
 __all__ = ["AvgPoolSpec"]
 
 
 @dataclass(eq=False)
-class AvgPoolSpec(StageSpec):
+class AvgPoolSpec(_WindowMixin, _FollowLanes):
     """Window sum + requantisation on an int8 image of ``in_shape = (C, H, W)``."""
 
     name: str
@@ -37,32 +35,17 @@ class AvgPoolSpec(StageSpec):
     op = "pool2d"
 
     def __post_init__(self) -> None:
-        self.in_shape = tuple(int(v) for v in self.in_shape)  # type: ignore[assignment]
-        self.kernel = _pair(self.name, "kernel", self.kernel)
-        self.stride = _pair(self.name, "stride",
-                            self.kernel if self.stride is None else self.stride)  # type: ignore
-        self.padding = _pads(self.name, self.padding)
+        self._normalise_window()
         self.multiplier, self.shift = int(self.multiplier), int(self.shift)
         self.validate()
 
-    @property
-    def geometry(self) -> WindowGeometry:
-        c, h, w = self.in_shape
-        return WindowGeometry(c, h, w, self.kernel, self.stride, self.padding)  # type: ignore
-
-    @property
-    def out_shape(self) -> tuple[int, int, int]:
-        oh, ow = self.geometry.out_hw
-        return (self.in_shape[0], oh, ow)
+    def _lane_unit(self) -> int:
+        return self.in_shape[0]
 
     def validate(self) -> None:
         n = self.name
-        if len(self.in_shape) != 3:
-            raise HardwareConfigError(f"stage {n!r}: in_shape must be (C, H, W)")
-        self.geometry.check(f"stage {n!r}")
-        if self.lanes is not None and (self.lanes < 1 or self.in_shape[0] % self.lanes):
-            raise HardwareConfigError(f"stage {n!r}: lanes={self.lanes} must divide the "
-                                      f"{self.in_shape[0]} channels")
+        self._check_window()
+        self._check_lanes("channels")
         if not 0 <= self.multiplier <= 2**15 - 1 or not 0 <= self.shift <= 47:
             raise HardwareConfigError(f"stage {n!r}: multiplier {self.multiplier} must be in "
                                       f"[0, 2^15 - 1] and shift {self.shift} in [0, 47]")
@@ -70,33 +53,8 @@ class AvgPoolSpec(StageSpec):
         if kh * kw * 128 >= 2**31:
             raise HardwareConfigError(f"stage {n!r}: a {kh}x{kw} window sum can overflow int32")
 
-    @property
-    def in_len(self) -> int:  # type: ignore[override]
-        c, h, w = self.in_shape
-        return c * h * w
-
-    @property
-    def out_len(self) -> int:  # type: ignore[override]
-        c, oh, ow = self.out_shape
-        return c * oh * ow
-
-    @property
-    def in_lanes(self) -> int:  # type: ignore[override]
-        return self.lanes or 1
-
-    @property
-    def out_lanes(self) -> int:  # type: ignore[override]
-        return self.lanes or 1
-
-    def lanes_after(self, prev: int) -> tuple[int, int]:
-        lanes = self.lanes if self.lanes is not None else gcd(prev, self.in_shape[0])
-        return lanes, lanes
-
     def structure(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "in_shape": list(self.in_shape),
-                "kernel": list(self.kernel), "stride": list(self.stride),  # type: ignore
-                "padding": list(self.padding), "relu": self.relu,  # type: ignore
-                "lanes": self.lanes}
+        return {**self._window_structure(), "relu": self.relu, "lanes": self.lanes}
 
     def params(self) -> dict[str, Any]:
         return {"multiplier": self.multiplier, "shift": self.shift}

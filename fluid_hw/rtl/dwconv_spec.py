@@ -15,14 +15,13 @@ from typing import Any
 import numpy as np
 
 from ._util import HardwareConfigError
-from .spec import _MatrixMixin, _pads, _pair, _window_bound, zero_params
-from .swg import WindowGeometry
+from .spec import _MatrixMixin, _window_bound, _WindowMixin, zero_params
 
 __all__ = ["DepthwiseSpec"]
 
 
 @dataclass(eq=False)
-class DepthwiseSpec(_MatrixMixin):
+class DepthwiseSpec(_WindowMixin, _MatrixMixin):
     """A depthwise convolution of ``in_shape = (C, H, W)`` (see the module docstring)."""
 
     name: str
@@ -45,18 +44,8 @@ class DepthwiseSpec(_MatrixMixin):
     op = "quantized_conv2d"
 
     def __post_init__(self) -> None:
-        self.in_shape = tuple(int(v) for v in self.in_shape)  # type: ignore[assignment]
-        self.kernel = _pair(self.name, "kernel", self.kernel)
-        self.stride = _pair(self.name, "stride", self.stride)
-        self.dilation = _pair(self.name, "dilation", self.dilation)
-        self.padding = _pads(self.name, self.padding)
+        self._normalise_window()
         self.validate()
-
-    @property
-    def geometry(self) -> WindowGeometry:
-        c, h, w = self.in_shape
-        return WindowGeometry(c, h, w, self.kernel, self.stride, self.padding,  # type: ignore
-                              self.dilation)  # type: ignore[arg-type]
 
     @property
     def mw(self) -> int:  # type: ignore[override]
@@ -72,18 +61,11 @@ class DepthwiseSpec(_MatrixMixin):
         """PE over the channels only (no SIMD)."""
         return 1, self.in_shape[0]
 
-    @property
-    def out_shape(self) -> tuple[int, int, int]:
-        oh, ow = self.geometry.out_hw
-        return (self.in_shape[0], oh, ow)
-
     def validate(self) -> None:
-        if len(self.in_shape) != 3:
-            raise HardwareConfigError(f"stage {self.name!r}: in_shape must be (C, H, W)")
+        self._check_window()
         if self.simd != 1:
             raise HardwareConfigError(f"stage {self.name!r}: a depthwise convolution has no "
                                       f"SIMD folding (simd=1), got simd={self.simd}")
-        self.geometry.check(f"stage {self.name!r}")
         if self.weights is not None:
             kh, kw = self.kernel  # type: ignore[misc]
             shape = (self.in_shape[0], 1, kh, kw)
@@ -99,16 +81,6 @@ class DepthwiseSpec(_MatrixMixin):
         return np.asarray(self.weights).reshape(self.in_shape[0], -1)
 
     @property
-    def in_len(self) -> int:  # type: ignore[override]
-        c, h, w = self.in_shape
-        return c * h * w
-
-    @property
-    def out_len(self) -> int:  # type: ignore[override]
-        c, oh, ow = self.out_shape
-        return c * oh * ow
-
-    @property
     def in_lanes(self) -> int:  # type: ignore[override]
         return self.pe
 
@@ -117,9 +89,8 @@ class DepthwiseSpec(_MatrixMixin):
         return self.pe
 
     def structure(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "in_shape": list(self.in_shape),
-                "kernel": list(self.kernel), "stride": list(self.stride),  # type: ignore
-                "padding": list(self.padding), "dilation": list(self.dilation),  # type: ignore
+        return {**self._window_structure(),
+                "dilation": list(self.dilation),  # type: ignore[arg-type]
                 "pe": self.pe, "relu": self.relu, "bias": self.bias is not None,
                 "mode": self.weights_mode, "requantize": self.requantize}
 

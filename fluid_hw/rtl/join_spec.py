@@ -6,19 +6,18 @@ same order (HWC for an image) and in beats of ``lanes`` elements."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import gcd
 from typing import Any
 
 import numpy as np
 
 from ._util import HardwareConfigError
-from .spec import StageSpec, structure_lanes
+from .spec import _FollowLanes, _ShapeMixin, structure_lanes
 
 __all__ = ["JoinSpec"]
 
 
 @dataclass(eq=False)
-class JoinSpec(StageSpec):
+class JoinSpec(_ShapeMixin, _FollowLanes):
     """``out = clamp(rescale(a) + rescale(b))`` over ``shape`` (see the module docstring);
     ``ma``/``na`` and ``mb``/``nb``: each input's multiplier and shift."""
 
@@ -44,44 +43,12 @@ class JoinSpec(StageSpec):
 
     def validate(self) -> None:
         n = self.name
-        if not self.shape or any(d < 1 for d in self.shape):
-            raise HardwareConfigError(f"stage {n!r}: shape {list(self.shape)} must be known "
-                                      "and positive")
+        self._check_shape()
         for what, v, hi in (("ma", self.ma, 2**15 - 1), ("na", self.na, 47),
                             ("mb", self.mb, 2**15 - 1), ("nb", self.nb, 47)):
             if not 0 <= v <= hi:
                 raise HardwareConfigError(f"stage {n!r}: {what}={v} must be in [0, {hi}]")
-        if self.lanes is not None and (self.lanes < 1 or self.in_len % self.lanes):
-            raise HardwareConfigError(f"stage {n!r}: lanes={self.lanes} must divide the "
-                                      f"{self.in_len} elements")
-
-    @property
-    def in_shape(self) -> tuple[int, ...]:
-        return self.shape
-
-    @property
-    def out_shape(self) -> tuple[int, ...]:
-        return self.shape
-
-    @property
-    def in_len(self) -> int:  # type: ignore[override]
-        return int(np.prod(self.shape))
-
-    @property
-    def out_len(self) -> int:  # type: ignore[override]
-        return self.in_len
-
-    @property
-    def in_lanes(self) -> int:  # type: ignore[override]
-        return self.lanes or 1
-
-    @property
-    def out_lanes(self) -> int:  # type: ignore[override]
-        return self.lanes or 1
-
-    def lanes_after(self, prev: int) -> tuple[int, int]:
-        lanes = self.lanes if self.lanes is not None else gcd(prev, self.in_len)
-        return lanes, lanes
+        self._check_lanes("elements")
 
     def structure(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "shape": list(self.shape),

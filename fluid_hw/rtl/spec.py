@@ -168,6 +168,118 @@ def zero_params(st: dict[str, Any], mh: int) -> dict[str, Any]:
     return arr
 
 
+class _WindowMixin(StageSpec):
+    """Shared by the stages that slide a window over an HWC-streamed image of
+    ``in_shape = (C, H, W)``: the normalised geometry and the stream lengths.
+    ``_out_channels`` is C unless the stage says otherwise (a convolution)."""
+
+    in_shape: tuple[int, int, int]
+    kernel: int | tuple[int, int]
+    stride: int | tuple[int, int] | None
+    padding: int | tuple[int, ...]
+
+    def _normalise_window(self) -> None:
+        """In ``__post_init__``: pairs and (top, left, bottom, right) pads; a stride of
+        None is the kernel (pooling)."""
+        self.in_shape = tuple(int(v) for v in self.in_shape)  # type: ignore[assignment]
+        self.kernel = _pair(self.name, "kernel", self.kernel)
+        self.stride = _pair(self.name, "stride",
+                            self.kernel if self.stride is None else self.stride)  # type: ignore
+        if hasattr(self, "dilation"):
+            self.dilation = _pair(self.name, "dilation", self.dilation)  # type: ignore
+        self.padding = _pads(self.name, self.padding)
+
+    def _check_window(self) -> None:
+        if len(self.in_shape) != 3:
+            raise HardwareConfigError(f"stage {self.name!r}: in_shape must be (C, H, W)")
+        self.geometry.check(f"stage {self.name!r}")
+
+    def _out_channels(self) -> int:
+        return self.in_shape[0]
+
+    @property
+    def geometry(self) -> WindowGeometry:
+        c, h, w = self.in_shape
+        return WindowGeometry(c, h, w, self.kernel, self.stride, self.padding,  # type: ignore
+                              getattr(self, "dilation", (1, 1)))
+
+    @property
+    def out_shape(self) -> tuple[int, int, int]:
+        oh, ow = self.geometry.out_hw
+        return (self._out_channels(), oh, ow)
+
+    @property
+    def in_len(self) -> int:  # type: ignore[override]
+        c, h, w = self.in_shape
+        return c * h * w
+
+    @property
+    def out_len(self) -> int:  # type: ignore[override]
+        m, oh, ow = self.out_shape
+        return m * oh * ow
+
+    def _window_structure(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "in_shape": list(self.in_shape),
+                "kernel": list(self.kernel), "stride": list(self.stride),  # type: ignore
+                "padding": list(self.padding)}  # type: ignore[arg-type]
+
+
+class _FollowLanes(StageSpec):
+    """Shared by the stages without lanes of their own (``lanes=None``): they take the
+    producer's lanes where those divide :meth:`_lane_unit` (the channels of a pool, the
+    length of an element-wise stage)."""
+
+    lanes: int | None
+
+    def _lane_unit(self) -> int:
+        return self.in_len
+
+    def _check_lanes(self, what: str) -> None:
+        if self.lanes is not None and (self.lanes < 1 or self._lane_unit() % self.lanes):
+            raise HardwareConfigError(f"stage {self.name!r}: lanes={self.lanes} must divide "
+                                      f"the {self._lane_unit()} {what}")
+
+    @property
+    def in_lanes(self) -> int:  # type: ignore[override]
+        return self.lanes or 1
+
+    @property
+    def out_lanes(self) -> int:  # type: ignore[override]
+        return self.lanes or 1
+
+    def lanes_after(self, prev: int) -> tuple[int, int]:
+        lanes = self.lanes if self.lanes is not None else gcd(prev, self._lane_unit())
+        return lanes, lanes
+
+
+class _ShapeMixin(StageSpec):
+    """An element-wise stage over one value of ``shape`` (per example): the same shape
+    and length in and out."""
+
+    shape: tuple[int, ...]
+
+    def _check_shape(self) -> None:
+        if not self.shape or any(d < 1 for d in self.shape):
+            raise HardwareConfigError(f"stage {self.name!r}: shape {list(self.shape)} must be "
+                                      "known and positive")
+
+    @property
+    def in_shape(self) -> tuple[int, ...]:
+        return self.shape
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        return self.shape
+
+    @property
+    def in_len(self) -> int:  # type: ignore[override]
+        return int(np.prod(self.shape))
+
+    @property
+    def out_len(self) -> int:  # type: ignore[override]
+        return self.in_len
+
+
 class _MatrixMixin(StageSpec):
     """Shared by MVAU and convolution stages: the matrix and its requantisation."""
 
@@ -356,7 +468,7 @@ class MVAUSpec(_MatrixMixin):
 
 
 @dataclass(eq=False)
-class ConvSpec(_MatrixMixin):
+class ConvSpec(_WindowMixin, _MatrixMixin):
     """A convolution (sliding windows + MVAU) + requantisation on an HWC-streamed
     image of ``in_shape = (C, H, W)``; ``weights`` int8 [M, C, kh, kw]."""
 
@@ -380,18 +492,11 @@ class ConvSpec(_MatrixMixin):
     kind = "conv"
 
     def __post_init__(self) -> None:
-        self.in_shape = tuple(int(v) for v in self.in_shape)  # type: ignore[assignment]
-        self.kernel = _pair(self.name, "kernel", self.kernel)
-        self.stride = _pair(self.name, "stride", self.stride)
-        self.dilation = _pair(self.name, "dilation", self.dilation)
-        self.padding = _pads(self.name, self.padding)
+        self._normalise_window()
         self.validate()
 
-    @property
-    def geometry(self) -> WindowGeometry:
-        c, h, w = self.in_shape
-        return WindowGeometry(c, h, w, self.kernel, self.stride, self.padding,  # type: ignore
-                              self.dilation)  # type: ignore[arg-type]
+    def _out_channels(self) -> int:
+        return self.out_channels
 
     @property
     def mw(self) -> int:  # type: ignore[override]
@@ -403,19 +508,12 @@ class ConvSpec(_MatrixMixin):
         return self.out_channels
 
     @property
-    def out_shape(self) -> tuple[int, int, int]:
-        oh, ow = self.geometry.out_hw
-        return (self.out_channels, oh, ow)
-
-    @property
     def window_lanes(self) -> int:
         """Lanes of the window generator: gcd(C, SIMD)."""
         return gcd(self.in_shape[0], self.simd)
 
     def validate(self) -> None:
-        if len(self.in_shape) != 3:
-            raise HardwareConfigError(f"stage {self.name!r}: in_shape must be (C, H, W)")
-        self.geometry.check(f"stage {self.name!r}")
+        self._check_window()
         if self.weights is not None:
             kh, kw = self.kernel  # type: ignore[misc]
             shape = (self.out_channels, self.in_shape[0], kh, kw)
@@ -432,16 +530,6 @@ class ConvSpec(_MatrixMixin):
         return np.asarray(self.weights).transpose(0, 2, 3, 1).reshape(self.out_channels, -1)
 
     @property
-    def in_len(self) -> int:  # type: ignore[override]
-        c, h, w = self.in_shape
-        return c * h * w
-
-    @property
-    def out_len(self) -> int:  # type: ignore[override]
-        m, oh, ow = self.out_shape
-        return m * oh * ow
-
-    @property
     def in_lanes(self) -> int:  # type: ignore[override]
         return self.window_lanes
 
@@ -450,9 +538,7 @@ class ConvSpec(_MatrixMixin):
         return self.pe
 
     def structure(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "in_shape": list(self.in_shape),
-                "out_channels": self.out_channels, "kernel": list(self.kernel),  # type: ignore
-                "stride": list(self.stride), "padding": list(self.padding),  # type: ignore
+        return {**self._window_structure(), "out_channels": self.out_channels,
                 "dilation": list(self.dilation), "pe": self.pe,  # type: ignore[arg-type]
                 "simd": self.simd, "relu": self.relu, "bias": self.bias is not None,
                 "mode": self.weights_mode, "requantize": self.requantize}
@@ -495,7 +581,7 @@ class ConvSpec(_MatrixMixin):
 
 
 @dataclass(eq=False)
-class MaxPoolSpec(StageSpec):
+class MaxPoolSpec(_WindowMixin, _FollowLanes):
     """Max pooling on an HWC-streamed int8 image of ``in_shape = (C, H, W)``.
     ``lanes`` channels per beat (``None``: the producer's lanes if they divide C)."""
 
@@ -509,65 +595,24 @@ class MaxPoolSpec(StageSpec):
     kind = "maxpool"
 
     def __post_init__(self) -> None:
-        self.in_shape = tuple(int(v) for v in self.in_shape)  # type: ignore[assignment]
-        self.kernel = _pair(self.name, "kernel", self.kernel)
-        self.stride = _pair(self.name, "stride",
-                            self.kernel if self.stride is None else self.stride)  # type: ignore
-        self.padding = _pads(self.name, self.padding)
+        self._normalise_window()
         self.validate()
 
-    @property
-    def geometry(self) -> WindowGeometry:
-        c, h, w = self.in_shape
-        return WindowGeometry(c, h, w, self.kernel, self.stride, self.padding)  # type: ignore
-
-    @property
-    def out_shape(self) -> tuple[int, int, int]:
-        oh, ow = self.geometry.out_hw
-        return (self.in_shape[0], oh, ow)
+    def _lane_unit(self) -> int:
+        return self.in_shape[0]
 
     def validate(self) -> None:
-        if len(self.in_shape) != 3:
-            raise HardwareConfigError(f"stage {self.name!r}: in_shape must be (C, H, W)")
-        self.geometry.check(f"stage {self.name!r}")
-        if self.lanes is not None and (self.lanes < 1 or self.in_shape[0] % self.lanes):
-            raise HardwareConfigError(f"stage {self.name!r}: lanes={self.lanes} must divide "
-                                      f"the {self.in_shape[0]} channels")
-
-    @property
-    def in_len(self) -> int:  # type: ignore[override]
-        c, h, w = self.in_shape
-        return c * h * w
-
-    @property
-    def out_len(self) -> int:  # type: ignore[override]
-        c, oh, ow = self.out_shape
-        return c * oh * ow
-
-    @property
-    def in_lanes(self) -> int:  # type: ignore[override]
-        return self.lanes or 1
-
-    @property
-    def out_lanes(self) -> int:  # type: ignore[override]
-        return self.lanes or 1
+        self._check_window()
+        self._check_lanes("channels")
 
     def structure(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "in_shape": list(self.in_shape),
-                "kernel": list(self.kernel), "stride": list(self.stride),  # type: ignore
-                "padding": list(self.padding), "lanes": self.lanes}  # type: ignore
+        return {**self._window_structure(), "lanes": self.lanes}
 
     @classmethod
     def from_structure(cls, st: dict[str, Any]) -> MaxPoolSpec:
         return cls(st["name"], tuple(st["in_shape"]), kernel=tuple(st["kernel"]),  # type: ignore
                    stride=tuple(st["stride"]), padding=tuple(st["padding"]),
                    lanes=structure_lanes(st))
-
-    def lanes_after(self, prev: int) -> tuple[int, int]:
-        if self.lanes is not None:
-            return self.lanes, self.lanes
-        lanes = gcd(prev, self.in_shape[0])
-        return lanes, lanes
 
     def component(self, lanes: tuple[int, int], ff_style: str) -> Any:
         from .pool import MaxPool

@@ -9,19 +9,18 @@ function is the same for every element, so any lanes dividing the length do)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import gcd
 from typing import Any
 
 import numpy as np
 
-from ._util import HardwareConfigError, as_int_array
-from .spec import StageSpec, _digest, structure_lanes
+from ._util import as_int_array
+from .spec import _digest, _FollowLanes, _ShapeMixin, structure_lanes
 
 __all__ = ["TableSpec"]
 
 
 @dataclass(eq=False)
-class TableSpec(StageSpec):
+class TableSpec(_ShapeMixin, _FollowLanes):
     """A table activation over ``shape`` (see the module docstring)."""
 
     name: str
@@ -40,41 +39,9 @@ class TableSpec(StageSpec):
 
     def validate(self) -> None:
         n = self.name
-        if not self.shape or any(d < 1 for d in self.shape):
-            raise HardwareConfigError(f"stage {n!r}: shape {list(self.shape)} must be known "
-                                      "and positive")
+        self._check_shape()
         self.table = as_int_array(f"stage {n!r}", "table", self.table, (256,), -128, 127)
-        if self.lanes is not None and (self.lanes < 1 or self.in_len % self.lanes):
-            raise HardwareConfigError(f"stage {n!r}: lanes={self.lanes} must divide the "
-                                      f"{self.in_len} elements")
-
-    @property
-    def in_shape(self) -> tuple[int, ...]:
-        return self.shape
-
-    @property
-    def out_shape(self) -> tuple[int, ...]:
-        return self.shape
-
-    @property
-    def in_len(self) -> int:  # type: ignore[override]
-        return int(np.prod(self.shape))
-
-    @property
-    def out_len(self) -> int:  # type: ignore[override]
-        return self.in_len
-
-    @property
-    def in_lanes(self) -> int:  # type: ignore[override]
-        return self.lanes or 1
-
-    @property
-    def out_lanes(self) -> int:  # type: ignore[override]
-        return self.lanes or 1
-
-    def lanes_after(self, prev: int) -> tuple[int, int]:
-        lanes = self.lanes if self.lanes is not None else gcd(prev, self.in_len)
-        return lanes, lanes
+        self._check_lanes("elements")
 
     def structure(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "shape": list(self.shape),

@@ -18,7 +18,7 @@ from ..partition import LoweringError
 from ..stage_info import Cursor
 from ._matrix import fifo_storage
 
-__all__ = ["image_input", "window", "window_memories", "row_buffer"]
+__all__ = ["image_input", "window", "window_memories", "row_buffer", "lower_convolution"]
 
 
 def image_input(op: Any, name: str, cur: Cursor) -> tuple[int, int, int]:
@@ -64,3 +64,33 @@ def row_buffer(s: Any) -> int:
     """Elements a sliding-window stage holds of its input: one image row."""
     c, _h, w = s.in_shape
     return int(w * c)
+
+
+def lower_convolution(b: Any, chain: Sequence[int], k: int, cur: Cursor, kind: str,
+                      out_channels: Any, layout: dict[str, str]) -> tuple[Any, int]:
+    """The LoweredStage of a ``quantized_conv2d`` (+ ``requantize``) at ``chain[k]``
+    reading ``cur``: ``out_channels(filter_shape, in_channels)`` checks the filter
+    against the input and gives the output channels (raising LoweringError)."""
+    from ..partition import main_output
+    from ..stage_info import LoweredStage, layer_name
+    from ._matrix import check_weights, requant_tail
+
+    op = b.ops[chain[k]]
+    wname = op.input("Filter")[0]
+    bname = (op.input("Bias") or [None])[0]
+    name = b.unique(layer_name(wname, main_output(op)))
+    wv = check_weights(b, op, name, wname)
+    used, rq, out, relu, out_fmt, requantize = requant_tail(b, chain, k, name)
+    c, h, w = image_input(op, name, cur)
+    filt = tuple(int(d) for d in wv.shape)
+    m = out_channels(name, wname, filt, c)
+    (oh, ow), pads, dil = window(op, name, (h, w), filt[2:], op.attr("strides"),
+                                 op.attr("paddings"), op.attr("dilations"), False)
+    geometry = {"filter": list(filt), "stride": [int(s) for s in op.attr("strides")],
+                "padding": pads, "dilation": dil}
+    out_shape = (m, oh, ow)
+    st = LoweredStage(name, kind, op.type, used, cur.var, out, cur.shape, out_shape,
+                      cur.fmt, out_fmt, hwc_order(*out_shape),
+                      {"weights": wname, "bias": bname, **rq}, layout, geometry, relu,
+                      requantize)
+    return st, len(used)

@@ -19,17 +19,14 @@ from fluid_hw.rtl.stream import credit_depth
 from ..partition import LoweringError, main_output
 from ..stage_info import Cursor, FixedPoint, LoweredStage, Values, layer_name, param_value
 from ..stages import (
-    ReduceConsumer,
     Resources,
     queue_latency,
     swg_resources,
-    window_cycles,
-    window_times,
 )
 from ._base import StageKind
 from ._image import row_buffer, window_memories
 from ._matrix import fifo_storage
-from .maxpool import pool_geometry, pool_shape
+from .maxpool import pool_cycles, pool_geometry, pool_shape, pool_times
 
 
 def _matches(program: Any, op: Any) -> bool:
@@ -77,16 +74,8 @@ def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode
                        multiplier=m, shift=n, relu=st.relu)
 
 
-def _cycles(s: Any, lanes: tuple[int, int]) -> int:
-    c, h, w = s.in_shape
-    return max(window_cycles(s.geometry, lanes[0]), h * w * c // lanes[0])
-
-
 def _times(s: Any, lanes: tuple[int, int], t_in: np.ndarray) -> np.ndarray:
-    g = s.geometry
-    red = ReduceConsumer(g.kernel[0] * g.kernel[1])
-    window_times(t_in, g, lanes[0], red)
-    return np.repeat(np.array(red.outputs) + REQUANT_LATENCY + queue_latency(), lanes[0])
+    return pool_times(s, lanes, t_in, REQUANT_LATENCY + queue_latency())
 
 
 # ---- resource model ----------------------------------------------------------------------
@@ -128,7 +117,7 @@ def _lut(s: Any, lanes: tuple[int, int], cal: Any) -> float:
 KIND = StageKind(
     name="avgpool", spec=AvgPoolSpec, report_op="pool2d",
     matches=_matches, lower=_lower, make_spec=_make_spec,
-    cycles=_cycles, times=_times, resources=_resources,
+    cycles=pool_cycles, times=_times, resources=_resources,
     memories=_memories,
     lut=_lut,
     shape=pool_shape,

@@ -9,11 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from fluid_hw.rtl import hwc_order
 from fluid_hw.rtl.mvau import mvau_latency
 
-from ..partition import LoweringError, main_output
-from ..stage_info import Cursor, LoweredStage, Values, layer_name, param_value
+from ..partition import LoweringError
+from ..stage_info import Cursor, LoweredStage, Values, param_value
 from ..stages import (
     ConvStage,
     MVAUConsumer,
@@ -25,38 +24,29 @@ from ..stages import (
     window_times,
 )
 from ._base import StageKind
-from ._image import image_input, row_buffer, window, window_memories
-from ._matrix import check_weights, matrix_lut, matrix_memories, requant_arrays, requant_tail
+from ._image import lower_convolution, row_buffer, window_memories
+from ._matrix import matrix_lut, matrix_memories, requant_arrays
 
 
 def _matches(program: Any, op: Any) -> bool:
     return op.type == "quantized_conv2d" and op.attr("groups") == 1
 
 
-def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredStage, int]:
-    op = b.ops[chain[k]]
-    wname = op.input("Filter")[0]
-    bname = (op.input("Bias") or [None])[0]
-    name = b.unique(layer_name(wname, main_output(op)))
-    wv = check_weights(b, op, name, wname)
-    used, rq, out, relu, out_fmt, requantize = requant_tail(b, chain, k, name)
-    c, h, w = image_input(op, name, cur)
-    filt = tuple(int(d) for d in wv.shape)
+def _out_channels(name: str, wname: str, filt: tuple[int, ...], c: int) -> int:
     if filt[1] != c:
         raise LoweringError(f"quantized_conv2d {name!r}: its filter {wname!r} {list(filt)} "
-                            f"expects {filt[1]} input channels, the input {cur.var!r} has {c}")
-    (oh, ow), pads, dil = window(op, name, (h, w), filt[2:], op.attr("strides"),
-                                 op.attr("paddings"), op.attr("dilations"), False)
-    geometry = {"filter": list(filt), "stride": [int(s) for s in op.attr("strides")],
-                "padding": pads, "dilation": dil}
-    out_shape = (filt[0], oh, ow)
-    layout = {"weights": "Filter [M, C, kh, kw] -> matrix [M, (ky*kw + kx)*C + c]",
-              "stream": "HWC"}
-    st = LoweredStage(name, "conv", op.type, used, cur.var, out, cur.shape, out_shape,
-                      cur.fmt, out_fmt, hwc_order(*out_shape),
-                      {"weights": wname, "bias": bname, **rq}, layout, geometry, relu,
-                      requantize, fold_dims=(c * filt[2] * filt[3], filt[0]))
-    return st, len(used)
+                            f"expects {filt[1]} input channels, the input has {c}")
+    return filt[0]
+
+
+def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredStage, int]:
+    st, used = lower_convolution(
+        b, chain, k, cur, "conv", _out_channels,
+        {"weights": "Filter [M, C, kh, kw] -> matrix [M, (ky*kw + kx)*C + c]",
+         "stream": "HWC"})
+    m, c, kh, kw = st.geometry["filter"]
+    st.fold_dims = (c * kh * kw, m)
+    return st, used
 
 
 def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode: str

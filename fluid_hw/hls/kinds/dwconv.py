@@ -10,14 +10,13 @@ from typing import Any
 
 import numpy as np
 
-from fluid_hw.rtl import hwc_order
 from fluid_hw.rtl.dwconv import dwconv_latency
 from fluid_hw.rtl.dwconv_spec import DepthwiseSpec
 from fluid_hw.rtl.requant import PARAM_ENTRY_BITS
 from fluid_hw.rtl.stream import credit_depth
 
-from ..partition import LoweringError, main_output
-from ..stage_info import Cursor, LoweredStage, Values, layer_name, param_value
+from ..partition import LoweringError
+from ..stage_info import Cursor, LoweredStage, Values, param_value
 from ..stages import (
     ReduceConsumer,
     Resources,
@@ -28,8 +27,8 @@ from ..stages import (
     window_times,
 )
 from ._base import StageKind
-from ._image import image_input, row_buffer, window, window_memories
-from ._matrix import check_weights, fifo_storage, requant_arrays, requant_tail
+from ._image import lower_convolution, row_buffer, window_memories
+from ._matrix import fifo_storage, requant_arrays
 
 
 def is_depthwise(program: Any, op: Any) -> bool:
@@ -43,29 +42,19 @@ def is_depthwise(program: Any, op: Any) -> bool:
     return len(shape) == 4 and shape[1] == 1 and shape[0] == op.attr("groups")
 
 
-def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredStage, int]:
-    op = b.ops[chain[k]]
-    wname = op.input("Filter")[0]
-    bname = (op.input("Bias") or [None])[0]
-    name = b.unique(layer_name(wname, main_output(op)))
-    wv = check_weights(b, op, name, wname)
-    used, rq, out, relu, out_fmt, requantize = requant_tail(b, chain, k, name)
-    c, h, w = image_input(op, name, cur)
-    filt = tuple(int(d) for d in wv.shape)
+def _out_channels(name: str, wname: str, filt: tuple[int, ...], c: int) -> int:
     if filt[0] != c:
         raise LoweringError(f"quantized_conv2d {name!r}: a depthwise filter {list(filt)} of "
                             f"{filt[0]} channels on an input of {c}")
-    (oh, ow), pads, dil = window(op, name, (h, w), filt[2:], op.attr("strides"),
-                                 op.attr("paddings"), op.attr("dilations"), False)
-    geometry = {"filter": list(filt), "stride": [int(s) for s in op.attr("strides")],
-                "padding": pads, "dilation": dil}
-    out_shape = (c, oh, ow)
-    st = LoweredStage(name, "dwconv", op.type, used, cur.var, out, cur.shape, out_shape,
-                      cur.fmt, out_fmt, hwc_order(*out_shape),
-                      {"weights": wname, "bias": bname, **rq},
-                      {"weights": "Filter [C, 1, kh, kw], one filter per channel",
-                       "stream": "HWC"}, geometry, relu, requantize, fold_dims=(1, c))
-    return st, len(used)
+    return c
+
+
+def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredStage, int]:
+    st, used = lower_convolution(
+        b, chain, k, cur, "dwconv", _out_channels,
+        {"weights": "Filter [C, 1, kh, kw], one filter per channel", "stream": "HWC"})
+    st.fold_dims = (1, st.in_shape[0])
+    return st, used
 
 
 def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode: str

@@ -55,16 +55,19 @@ def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode
                         stride=tuple(g["stride"]), padding=tuple(g["padding"]))
 
 
-def _cycles(s: Any, lanes: tuple[int, int]) -> int:
+def pool_cycles(s: Any, lanes: tuple[int, int]) -> int:
+    """A window generator feeding a reducer that takes a beat a cycle."""
     c, h, w = s.in_shape
     return max(window_cycles(s.geometry, lanes[0]), h * w * c // lanes[0])
 
 
-def _times(s: Any, lanes: tuple[int, int], t_in: np.ndarray) -> np.ndarray:
+def pool_times(s: Any, lanes: tuple[int, int], t_in: np.ndarray, after: int = 0
+               ) -> np.ndarray:
+    """Output times of a window generator feeding a reducer, ``after`` cycles later."""
     g = s.geometry
     red = ReduceConsumer(g.kernel[0] * g.kernel[1])
     window_times(t_in, g, lanes[0], red)
-    return np.repeat(np.array(red.outputs), lanes[0])
+    return np.repeat(np.array(red.outputs) + after, lanes[0])
 
 
 def _resources(s: Any, lanes: tuple[int, int]) -> Resources:
@@ -80,7 +83,7 @@ KIND = StageKind(
     name="maxpool", spec=MaxPoolStage, report_op="pool2d",
     matches=lambda program, op: op.type == "quantized_pool2d" and
     op.attr("pooling_type") == "max",
-    lower=_lower, make_spec=_make_spec, cycles=_cycles, times=_times,
+    lower=_lower, make_spec=_make_spec, cycles=pool_cycles, times=pool_times,
     resources=_resources,
     memories=lambda s, lanes: window_memories(s.geometry, lanes[0]),
     lut=lambda s, lanes, cal: cal.per_window,
