@@ -1,8 +1,10 @@
 """Saving and loading programs and their variables, safely.
 
 * Programs are protobuf bytes (``__model__``); parameters are ``.npy`` files
-  (one per variable) or one ``.npz``; both are read with ``allow_pickle=False``,
-  so loading never executes code.
+  (one per variable) or one ``.npz``.  Both are read through
+  :mod:`fluid_hw.fileio`'s bounded reads: regular files only, inside the model
+  folder, within a size limit, headers checked against the file and against the
+  program's declaration before anything is allocated, never unpickled.
 * Every file is written atomically: to a temporary file in the same folder,
   then renamed over the target.  A crash never leaves a half-written file.
 * Anything malformed raises :class:`fluid_hw.errors.FormatError` naming the file,
@@ -13,7 +15,6 @@ from __future__ import annotations
 
 import io as _io
 import os
-import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError
-from ..fileio import atomic_write
+from ..fileio import ArrayCheck, atomic_write, read_file, read_npy, read_npz
 from ..ir import dtypes
 from ..ir.default_programs import default_main_program
 from ..ir.lod import LoDTensor
@@ -50,39 +51,6 @@ def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     buf = _io.BytesIO()
     np.savez(buf, allow_pickle=False, **arrays)
     return buf.getvalue()
-
-
-def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise FormatError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise FormatError(f"{path}: is a folder, expected a file") from None
-    except OSError as e:
-        raise FormatError(f"{path}: cannot read ({e.strerror})") from None
-
-
-def _load_npy(path: Path) -> np.ndarray:
-    data = _read_bytes(path)
-    try:
-        arr = np.load(_io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise FormatError(f"{path}: not a valid .npy array file ({e}); truncated or "
-                          "corrupted?") from None
-    if not isinstance(arr, np.ndarray):
-        raise FormatError(f"{path}: expected one array")
-    return arr
-
-
-def _load_npz(path: Path) -> dict[str, np.ndarray]:
-    data = _read_bytes(path)
-    try:
-        with np.load(_io.BytesIO(data), allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError) as e:
-        raise FormatError(f"{path}: not a valid .npz parameter file ({e}); truncated or "
-                          "corrupted?") from None
 
 
 def _check_name(name: str) -> None:
@@ -149,32 +117,37 @@ def load_vars(executor: Any, dirname: str | os.PathLike[str],
     staged: dict[str, np.ndarray] = {}
     if filename is not None:
         path = d / filename
-        arrays = _load_npz(path)
-        for v in vars:
-            if v.name not in arrays:
-                raise FormatError(f"{path}: has no array for variable {v.name!r} "
-                                  f"(it holds: {', '.join(sorted(arrays)[:20])})")
-            staged[v.name] = _checked(path, v, arrays[v.name])
+        by_name = {v.name: v for v in vars}
+        staged = read_npz(path, kind="params", root=d, names=list(by_name),
+                          check=_declared(path, by_name))
     else:
         for v in vars:
             _check_name(v.name)
             path = d / f"{v.name}.npy"
-            staged[v.name] = _checked(path, v, _load_npy(path))
+            staged[v.name] = read_npy(path, kind="params", root=d,
+                                      check=_declared(path, {v.name: v}))
     scope.vars.update(staged)
     return list(staged)
 
 
-def _checked(path: Path, var: Variable, arr: np.ndarray) -> np.ndarray:
-    if var.dtype in dtypes.TENSOR_DTYPES:
+def _declared(path: Path, by_name: dict[str, Variable]) -> ArrayCheck:
+    """The check :func:`read_npy` / :func:`read_npz` apply to each array's header
+    before allocating it: parameters are strict, their dtype and shape are the
+    declared ones.  ``by_name`` maps ``.npz`` keys (one variable for a ``.npy``)."""
+    def check(key: str | None, dtype: np.dtype, shape: tuple[int, ...]) -> None:
+        var = by_name[key] if key is not None else next(iter(by_name.values()))
+        if var.dtype not in dtypes.TENSOR_DTYPES:
+            return
         want = dtypes.to_numpy(var.dtype)
-        if arr.dtype != want:
+        if dtype != want:
             raise FormatError(f"{path}: variable {var.name!r} is {want}, the file holds "
-                              f"{arr.dtype}")
-        shape = var.shape
-        if len(shape) != arr.ndim or any(d not in (-1, s) for d, s in zip(shape, arr.shape)):
-            raise FormatError(f"{path}: variable {var.name!r} has shape {list(shape)}, the "
-                              f"file holds {list(arr.shape)}")
-    return arr
+                              f"{dtype}; save the parameters again from this program (or "
+                              f"np.save the array as {want})")
+        decl = var.shape
+        if len(decl) != len(shape) or any(d not in (-1, s) for d, s in zip(decl, shape)):
+            raise FormatError(f"{path}: variable {var.name!r} has shape {list(decl)}, the file "
+                              f"holds {list(shape)}; save the parameters again from this program")
+    return check
 
 
 def save_params(executor: Any, dirname: str, main_program: Program | None = None,
@@ -207,7 +180,7 @@ def save_program(program: Program, path: str | os.PathLike[str]) -> None:
 
 def load_program(path: str | os.PathLike[str]) -> Program:
     p = Path(path)
-    return Program.parse_from_string(_read_bytes(p), source=str(p))
+    return Program.parse_from_string(read_file(p, kind="program"), source=str(p))
 
 
 def save_inference_model(dirname: str | os.PathLike[str], feeded_var_names: Sequence[str],
@@ -257,7 +230,9 @@ def load_inference_model(dirname: str | os.PathLike[str], executor: Any,
     d = Path(dirname)
     if not d.is_dir():
         raise FormatError(f"{d}: no such model folder")
-    program = load_program(d / (model_filename or MODEL_FILENAME))
+    model = d / (model_filename or MODEL_FILENAME)
+    program = Program.parse_from_string(read_file(model, kind="program", root=d),
+                                        source=str(model))
     gb = program.global_block()
     feeds = sorted((op.attr("col"), op.output("Out")[0]) for op in gb.ops if op.type == "feed")
     fetches = sorted((op.attr("col"), op.input("X")[0]) for op in gb.ops if op.type == "fetch")
