@@ -17,7 +17,7 @@ def _run(args: argparse.Namespace) -> int:
         script=args.script, args=script_args, pservers=args.pservers, trainers=args.trainers,
         mode=args.mode, resume=args.resume, checkpoint_dir=args.checkpoint_dir,
         checkpoint_every=args.checkpoint_every, timeout=args.timeout, hosts=args.hosts,
-        mpiexec=args.mpiexec, max_restarts=args.max_restarts)
+        mpiexec=args.mpiexec, max_restarts=args.max_restarts, key_file=args.key_file)
     if args.print_commands:
         spec.check()
         print_commands(spec, sys.stdout.write)
@@ -49,8 +49,14 @@ def register(sub: Any) -> None:
                    help="relaunch a failed job from its checkpoint up to N times (default 0)")
     p.add_argument("--timeout", type=float, help="stop the whole job after this many seconds")
     p.add_argument("--hosts", help="comma-separated hosts for mpiexec -hosts (a real cluster)")
-    p.add_argument("--mpiexec", help="mpiexec to use (default: the mpich wheel's, or "
-                   "$FLUID_HW_MPIEXEC)")
+    p.add_argument("--key-file", metavar="PATH",
+                   help="with --hosts: the shared key (a file of mode 0600 at this path on "
+                   "every host) that authenticates the parameter-server messages (default "
+                   "$FLUID_HW_CLUSTER_KEY_FILE); a job on this machine alone gets a fresh "
+                   "random key per launch instead")
+    p.add_argument("--mpiexec", help="mpiexec to use (default $FLUID_HW_MPIEXEC, else the "
+                   "mpich wheel's: mpiexec.gforker on one machine, which listens on no port; "
+                   "hydra's mpiexec with --hosts)")
     p.add_argument("--print-commands", action="store_true",
                    help="print the mpiexec and srun commands for a real cluster; run nothing")
     p.add_argument("script", help="the training script")

@@ -196,3 +196,90 @@ def test_prefixed_lines_write_whole_lines():
     out.flush()
     assert sink.writes == ["[trainer 1] step 1 loss 2\n[trainer 1] step 2\n",
                            "[trainer 1] tail\n"]
+
+
+# -- resume checks dtypes strictly ------------------------------------------------------
+
+def _server_and_checkpoint(tmp_path, mode="pserver"):
+    """A transpiled digits MLP whose checkpoint (step 10) holds the start-up values."""
+    import fluid_hw as fluid
+    from fluid_hw.backends.cluster import DistributeTranspiler, DistributeTranspilerConfig
+    from fluid_hw.frontend import models
+
+    m = models.digits_mlp(hidden=(16,), optimizer=fluid.optimizer.Momentum(
+        learning_rate=0.1, momentum=0.9))
+    t = DistributeTranspiler(DistributeTranspilerConfig(
+        mode=mode, checkpoint_dir=str(tmp_path), resume=True, min_block_size=64))
+    t.transpile(0, program=m.main, pservers="rank:0", trainers=1, startup_program=m.startup)
+    return t, m
+
+
+class _OneServer:
+    """What ParameterServer._resume needs of Comm when it is the only server."""
+
+    rank, size = 0, 2
+
+    def wait(self, reqs, what):
+        assert not reqs
+
+
+@pytest.mark.parametrize("wrong", ["int32", "float64"])
+def test_pserver_resume_refuses_a_member_of_another_dtype(tmp_path, wrong):
+    import fluid_hw as fluid
+    from fluid_hw.backends.cluster.pserver import ParameterServer
+    from fluid_hw.backends.cpu.context import KernelContext
+
+    t, _ = _server_and_checkpoint(tmp_path)
+    ps = t.get_pserver_program("rank:0")
+    scope = Scope()
+    exe = fluid.Executor()
+    exe.run(t.get_startup_program("rank:0", ps), scope=scope)
+    op = ps.global_block().ops[-1]
+    assert op.type == "listen_and_serv"
+    ctx = KernelContext(op, len(ps.global_block().ops) - 1, exe)
+    ctx.scope = scope
+    server = ParameterServer(ctx, comm=_OneServer())
+    arrays = {n: np.asarray(scope.find_value(n)) for n in server.state}
+    d = op.attr("checkpoint_dir")
+    checkpoint.save(d, 10, arrays, [10])
+    server._resume()  # the values it saved: fine
+    assert server.round == 10
+    name = next(n for n in server.state if arrays[n].dtype == np.float32 and arrays[n].ndim == 2)
+    arrays[name] = arrays[name].astype(wrong)
+    checkpoint.save(d, 20, arrays, [20])
+    path = checkpoint.path_for(d, 20)
+    with pytest.raises(ClusterError, match=rf"{path}: member '{name}' has dtype {wrong}, the "
+                                           r"program declares float32"):
+        server._resume()
+
+
+def test_collective_resume_refuses_a_member_of_another_dtype(tmp_path, monkeypatch):
+    from fluid_hw.backends.cluster import kernels
+    from fluid_hw.backends.cpu.context import KernelContext
+
+    t, _ = _server_and_checkpoint(tmp_path, mode="collective")
+    st = t.get_trainer_startup_program()
+    blocks = [st.block(i) for i in range(st.num_blocks)]
+    op = next(o for b in blocks for o in b.ops if o.type == "checkpoint_load")
+    names = op.outputs["Out"]
+    arrays = {}
+    for n in names:
+        v = op.block._find_var_recursive(n)
+        arrays[n] = np.zeros(v.shape, np.dtype(v.dtype_name))
+    d = op.attr("checkpoint_dir")
+    monkeypatch.setattr(kernels, "get_comm", lambda: _OneServer())
+
+    def load():
+        ctx = KernelContext(op, 0, None)
+        ctx.scope = Scope()
+        kernels.checkpoint_load(ctx)
+        return ctx.scope
+
+    checkpoint.save(d, 10, arrays, [10])
+    assert int(load().vars[STEP_VAR_NAME][0]) == 10
+    name = next(n for n in names if arrays[n].dtype == np.float32 and arrays[n].ndim == 2)
+    arrays[name] = arrays[name].astype(np.int32)
+    checkpoint.save(d, 20, arrays, [20])
+    with pytest.raises(ClusterError, match=rf"member '{name}' has dtype int32, the program "
+                                           r"declares float32"):
+        load()

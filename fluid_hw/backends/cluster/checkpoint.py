@@ -7,6 +7,10 @@ completed.  It is written to a temporary file in the same folder, flushed,
 fsync'ed and renamed, so a file with the final name is always complete; a job
 killed mid-write leaves only a temporary file, removed on the next save.  The
 newest ``keep`` checkpoints are kept.
+
+On resume every member is checked strictly against the program
+(:func:`check_members`): present, same shape, same dtype -- a checkpoint is
+never converted.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import io
 import os
 import re
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -94,3 +99,25 @@ def load(directory: str | os.PathLike[str], step: int) -> tuple[dict[str, np.nda
 def latest(directory: str | os.PathLike[str]) -> int | None:
     s = steps(directory)
     return s[-1] if s else None
+
+
+def check_members(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray],
+                  expected: Mapping[str, tuple[tuple[int, ...] | None, np.dtype | None]]) -> None:
+    """Raise unless ``arrays`` (read from checkpoint ``path``) holds every name of
+    ``expected`` -- ``name -> (shape, dtype)``, None for "not declared" -- with
+    exactly that shape and dtype."""
+    missing = [n for n in expected if n not in arrays]
+    if missing:
+        raise ClusterError(f"{path} lacks {missing}; it was written by a different program "
+                           "or split")
+    for n, (shape, dtype) in expected.items():
+        a = arrays[n]
+        if dtype is not None and a.dtype != dtype:
+            raise ClusterError(f"{path}: member {n!r} has dtype {a.dtype}, the program "
+                               f"declares {np.dtype(dtype)}; the checkpoint was written by a "
+                               "different program -- resume with that program, or start "
+                               "afresh without --resume")
+        if shape is not None and tuple(a.shape) != tuple(shape):
+            raise ClusterError(f"{path}: member {n!r} has shape {list(a.shape)}, the program "
+                               f"declares {list(shape)}; the checkpoint was written by a "
+                               "different program or split")

@@ -8,6 +8,11 @@ starves the ranks doing real work (measured: a 33 kB ping-pong takes 8 ms
 spinning, 0.5 ms sleeping).  Each wait gives up after ``FLUID_HW_COMM_TIMEOUT``
 seconds (default 600) with an error naming the peer, so nothing hangs forever.
 
+Point-to-point messages are authenticated (:mod:`.auth`): :meth:`Comm.isend`
+numbers and signs each buffer, :meth:`Comm.poll` drops (and logs) any message
+whose tag or sequence number is wrong before it is decoded.  The collectives
+carry bare tensors and are not authenticated.
+
 mpi4py is imported on first use: importing the cluster back end (e.g. to
 transpile) does not start MPI.
 """
@@ -21,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from .auth import Authenticator
 from .errors import ClusterError
 from .wire import Message, decode
 
@@ -89,13 +95,22 @@ ACTIVE_YIELD_US = 20000.0
 class Comm:
     """One process's view of the job: its rank, and messages to and from others."""
 
-    def __init__(self, comm: Any = None) -> None:
+    def __init__(self, comm: Any = None, auth: Authenticator | None = None) -> None:
         self.MPI = _mpi()
         self.comm = comm if comm is not None else self.MPI.COMM_WORLD
         self.rank: int = self.comm.Get_rank()
         self.size: int = self.comm.Get_size()
         self.timeout = comm_timeout()
         self.pending: list[tuple[Any, np.ndarray]] = []
+        self._auth = auth
+
+    @property
+    def auth(self) -> Authenticator:
+        """This rank's :class:`.auth.Authenticator`, from the environment on first
+        point-to-point use (collective-only jobs need no key)."""
+        if self._auth is None:
+            self._auth = Authenticator.from_env(self.rank)
+        return self._auth
 
     # -- waiting -----------------------------------------------------------
     def wait(self, reqs: Sequence[Any], what: str, active: bool = False) -> None:
@@ -115,9 +130,12 @@ class Comm:
 
     # -- point to point ----------------------------------------------------
     def isend(self, buf: np.ndarray, dest: int, tag: int) -> Any:
+        """Send ``buf`` (from :func:`.wire.encode`, signed here in place: leave it
+        alone until the request completes)."""
         if not 0 <= dest < self.size:
             raise ClusterError(f"rank {self.rank}: cannot send to rank {dest}; the job has "
                                f"{self.size} ranks (0..{self.size - 1})")
+        self.auth.seal(buf, dest, tag)
         return self.comm.Isend([buf, self.MPI.BYTE], dest, tag)
 
     def post(self, buf: np.ndarray, dest: int, tag: int) -> None:
@@ -139,7 +157,9 @@ class Comm:
         self.pending.clear()
 
     def poll(self, source: int, tag: int) -> tuple[Message, int] | None:
-        """A waiting message (and its source rank), or None."""
+        """A waiting authentic message (and its source rank), or None.  A message
+        that fails authentication is received, logged and dropped (None)."""
+        auth = self.auth  # no key: fail before receiving anything
         st = self.MPI.Status()
         msg = self.comm.improbe(source, tag, st)
         if msg is None:
@@ -149,6 +169,8 @@ class Comm:
         # non-blocking: a blocking receive of a large (rendezvous) message spins
         self.wait([msg.Irecv([buf, self.MPI.BYTE])], f"receiving a message from rank {src}",
                   active=True)
+        if not auth.check(buf, src, st.Get_tag()):
+            return None
         return decode(buf, f"rank {src}"), src
 
     def recv(self, source: int, tag: int, what: str) -> tuple[Message, int]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ...ir import dtypes
 from ...ir.lod import LoDTensor
 from ..cpu.context import KernelContext
 from ..cpu.kernels import register_kernel
@@ -185,15 +186,14 @@ def checkpoint_load(ctx: KernelContext) -> None:
         return
     arrays, _ = checkpoint.load(d, step)
     names = ctx.out_names["Out"]
-    missing = [n for n in names if n not in arrays]
-    if missing:
-        raise ClusterError(f"{checkpoint.path_for(d, step)} lacks {missing}; it was written by "
-                           "a different program")
-    for i, n in enumerate(names):
+    expected: dict[str, tuple[tuple[int, ...] | None, np.dtype | None]] = {}
+    for n in names:
         var = ctx.op.block._find_var_recursive(n)
-        if var is not None and tuple(var.shape) != tuple(arrays[n].shape):
-            raise ClusterError(f"{checkpoint.path_for(d, step)}: {n!r} has shape "
-                               f"{list(arrays[n].shape)}, the program says {list(var.shape)}")
+        expected[n] = (None, None) if var is None else (
+            tuple(var.shape),
+            dtypes.to_numpy(var.dtype) if var.dtype in dtypes.TENSOR_DTYPES else None)
+    checkpoint.check_members(checkpoint.path_for(d, step), arrays, expected)
+    for i, n in enumerate(names):
         ctx.set_output("Out", arrays[n], i)
     ctx.set_output("Step", np.array([step], np.int64))
     log.info("trainer 0: resumed from checkpoint step %d", step)

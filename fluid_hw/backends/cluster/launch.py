@@ -1,11 +1,19 @@
 """``fluid-hw launch``: start a parameter-server or collective job on MPI.
 
-On one machine it runs the ``mpiexec`` of the PyPI ``mpich`` wheel (beside
-the Python interpreter) with ``P + T`` ranks; ranks ``0..P-1`` are the servers
-and the rest the trainers (see :mod:`.role`).  Every rank runs
+On one machine it runs the ``mpiexec.gforker`` of the PyPI ``mpich`` wheel
+(beside the Python interpreter) with ``P + T`` ranks; ranks ``0..P-1`` are the
+servers and the rest the trainers (see :mod:`.role`).  Every rank runs
 :mod:`.run_rank`, which prefixes its output with its role.  With ``hosts`` the
-same command spreads the ranks over machines (``mpiexec -hosts``); for Slurm,
+wheel's hydra ``mpiexec -hosts`` spreads the ranks over machines; for Slurm,
 :func:`srun_command` prints the equivalent ``srun`` line.
+
+Exposure (docs/cluster.md, "Security"): on one machine nothing listens beyond
+loopback -- gforker forks the ranks and talks PMI over socket pairs (hydra's
+``mpiexec`` would listen on ``0.0.0.0`` whatever ``-iface`` says), and
+:data:`LOOPBACK_ENV` keeps MPI's network transports on ``lo``.  Every launch
+gets a fresh random key for the pserver protocol's HMAC (:mod:`.auth`), handed
+to the ranks in their environment, never on a command line.  A multi-host job
+needs a key file on every host (``--key-file`` or ``FLUID_HW_CLUSTER_KEY_FILE``).
 
 The launcher owns what it starts: the job gets a unique ``FLUID_HW_JOB_ID``
 in its environment; on a timeout or Ctrl-C, and after every run, any process
@@ -20,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
 import shlex
 import shutil
 import signal
@@ -33,12 +42,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import checkpoint
-from .errors import LaunchError
+from .auth import KEY_ENV, KEY_FILE_ENV, read_key_file
+from .errors import ClusterError, LaunchError
 
 SHM_DIR = Path("/dev/shm")
 _SHM_PATTERNS = (re.compile(r"^mpich_shm_"), re.compile(r"^ucx_shm_"))
 MODES = ("sync", "async", "collective")
 BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+#: a single-host job's MPI transports listen on loopback only.  Measured with
+#: ``ss -tlnp`` on MPICH 5.0.2: without them every rank listens on the host's
+#: address too -- UCX (the default netmod) and libfabric's sockets and tcp providers
+#: (``MPIR_CVAR_CH4_NETMOD=ofi``); MPIR_CVAR_CH4_OFI_IFNAME changed nothing
+LOOPBACK_ENV = {"UCX_NET_DEVICES": "lo", "FI_SOCKETS_IFACE": "lo", "FI_TCP_IFACE": "lo"}
+#: the key file named in print_commands when none is configured
+KEY_FILE_PLACEHOLDER = "/path/to/cluster.key"
 
 
 @dataclass
@@ -56,6 +73,7 @@ class LaunchSpec:
     mpiexec: str | None = None
     python: str = sys.executable
     max_restarts: int = 0
+    key_file: str | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -76,6 +94,32 @@ class LaunchSpec:
             raise LaunchError(f"script {self.script!r} not found")
         if self.timeout is not None and self.timeout <= 0:
             raise LaunchError(f"--timeout must be > 0 seconds, got {self.timeout}")
+        if self.hosts and os.environ.get(KEY_ENV):
+            raise LaunchError(f"--hosts: {KEY_ENV} is set, and hydra would send it to the "
+                              "other hosts unencrypted; unset it and give the key in a file "
+                              f"on every host (--key-file or {KEY_FILE_ENV})")
+
+    def key_path(self) -> str | None:
+        """The key file of a multi-host job (``--key-file``, else
+        ``$FLUID_HW_CLUSTER_KEY_FILE``), absolute; None when neither is given."""
+        path = self.key_file or os.environ.get(KEY_FILE_ENV)
+        return str(Path(path).expanduser().absolute()) if path else None
+
+    def check_key(self) -> None:
+        """A multi-host job needs a valid key file (it is read here as a check; every
+        host reads its own copy)."""
+        if not self.hosts:
+            return
+        path = self.key_path()
+        if path is None:
+            raise LaunchError("--hosts: the parameter-server protocol is authenticated with a "
+                              "shared key; give a key file present on every host, mode 0600: "
+                              f"--key-file PATH or {KEY_FILE_ENV}=PATH (make one with python "
+                              "-c 'import secrets; print(secrets.token_hex(32))' > PATH)")
+        try:
+            read_key_file(path)
+        except ClusterError as e:
+            raise LaunchError(str(e)) from None
 
     def ckpt_dir(self) -> str:
         if self.checkpoint_dir:
@@ -83,8 +127,15 @@ class LaunchSpec:
         return str(Path("build", "cluster", Path(self.script).stem, "checkpoints").resolve())
 
 
-def find_mpiexec(override: str | None = None) -> str:
-    """``override``, ``$FLUID_HW_MPIEXEC``, the wheel's beside this Python, or PATH."""
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def find_mpiexec(override: str | None = None, single_host: bool = False) -> str:
+    """``override``, ``$FLUID_HW_MPIEXEC``, the wheel's beside this Python, or PATH.
+
+    ``single_host``: MPICH's ``mpiexec.gforker`` beside the ``mpiexec`` found
+    (it forks the ranks and listens on no port), when there is one."""
     for cand in (override, os.environ.get("FLUID_HW_MPIEXEC")):
         if cand:
             path = shutil.which(cand)
@@ -92,13 +143,20 @@ def find_mpiexec(override: str | None = None) -> str:
                 raise LaunchError(f"mpiexec {cand!r} not found or not executable")
             return path
     beside = Path(sys.executable).parent / "mpiexec"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    found = shutil.which("mpiexec")
-    if found:
-        return found
-    raise LaunchError("no mpiexec found: pip install 'fluid-hw[cluster]' (the mpich wheel ships "
-                      "one), or set FLUID_HW_MPIEXEC")
+    found = str(beside) if _executable(beside) else shutil.which("mpiexec")
+    if found is None:
+        raise LaunchError("no mpiexec found: pip install 'fluid-hw[cluster]' (the mpich wheel "
+                          "ships one), or set FLUID_HW_MPIEXEC")
+    if single_host:
+        for d in dict.fromkeys([Path(found).parent, Path(found).resolve().parent]):
+            if _executable(d / "mpiexec.gforker"):
+                return str(d / "mpiexec.gforker")
+    return found
+
+
+def is_gforker(mpiexec: str) -> bool:
+    """Whether ``mpiexec`` is MPICH's gforker (one host, no listening port)."""
+    return "gforker" in Path(mpiexec).name
 
 
 def job_env(spec: LaunchSpec, resume: bool, job_id: str) -> dict[str, str]:
@@ -118,8 +176,18 @@ def job_env(spec: LaunchSpec, resume: bool, job_id: str) -> dict[str, str]:
     share = str(max(1, (os.cpu_count() or 1) // spec.nprocs)) if not spec.hosts else "1"
     for k in BLAS_THREAD_VARS:
         env[k] = os.environ.get(k, share)
+    if spec.hosts:  # the key file's path; the key itself never goes on a command line
+        env[KEY_FILE_ENV] = spec.key_path() or KEY_FILE_PLACEHOLDER
+    else:
+        env.update(LOOPBACK_ENV)
     env.update(spec.extra_env)
     return env
+
+
+def secret_env(spec: LaunchSpec) -> dict[str, str]:
+    """What only the launched processes' environment carries: on one machine a fresh
+    random key per launch (``/proc/PID/environ`` is readable by its owner only)."""
+    return {} if spec.hosts else {KEY_ENV: secrets.token_hex(32)}
 
 
 def rank_command(spec: LaunchSpec) -> list[str]:
@@ -128,8 +196,12 @@ def rank_command(spec: LaunchSpec) -> list[str]:
 
 
 def mpiexec_command(spec: LaunchSpec, env: dict[str, str]) -> list[str]:
-    cmd = [find_mpiexec(spec.mpiexec), "-n", str(spec.nprocs)]
+    mpiexec = find_mpiexec(spec.mpiexec, single_host=not spec.hosts)
+    cmd = [mpiexec, "-n", str(spec.nprocs)]
     if spec.hosts:
+        if is_gforker(mpiexec):
+            raise LaunchError(f"--hosts: {mpiexec} starts ranks on this machine only; use "
+                              "MPICH's hydra mpiexec")
         cmd += ["-hosts", spec.hosts]
     for k, v in env.items():  # explicit, so remote hosts get them too
         cmd += ["-genv", k, v]
@@ -139,7 +211,7 @@ def mpiexec_command(spec: LaunchSpec, env: dict[str, str]) -> list[str]:
 def srun_command(spec: LaunchSpec, nodes: int | None = None) -> str:
     """The Slurm equivalent (``srun`` starts the ranks through PMI)."""
     env = job_env(spec, spec.resume, "")
-    env.pop("FLUID_HW_JOB_ID")  # only the local launcher's clean-up needs it
+    env.pop("FLUID_HW_JOB_ID")  # the ranks use Slurm's job and step ids instead
     exports = ",".join(["ALL", *(f"{k}={v}" for k, v in env.items())])
     n = f"-N {nodes} " if nodes else ""
     return (f"srun {n}-n {spec.nprocs} --mpi=pmi2 --export={shlex.quote(exports)} "
@@ -226,8 +298,14 @@ def run_once(spec: LaunchSpec, resume: bool, write: Callable[[str], None]) -> in
     job_id = uuid.uuid4().hex
     env = job_env(spec, resume, job_id)
     cmd = mpiexec_command(spec, env)
+    if not spec.hosts and not is_gforker(cmd[0]):
+        write(f"fluid-hw launch: {cmd[0]} is not MPICH's mpiexec.gforker; if it is hydra, its "
+              "control port listens on every interface while the job runs (docs/cluster.md, "
+              "'Security')\n")
     before = shm_snapshot()
-    full_env = {**os.environ, **env}
+    full_env = {**os.environ, **env, **secret_env(spec)}
+    if not spec.hosts:
+        full_env.pop(KEY_FILE_ENV, None)  # the launch's own key is the one in force
     proc = subprocess.Popen(cmd, env=full_env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, bufsize=1,
                             start_new_session=True)
@@ -269,6 +347,7 @@ def run_once(spec: LaunchSpec, resume: bool, write: Callable[[str], None]) -> in
 def launch(spec: LaunchSpec, write: Callable[[str], None] | None = None) -> int:
     """Run the job (and restart it from its checkpoint up to ``max_restarts`` times)."""
     spec.check()
+    spec.check_key()
     out = write or (lambda s: (sys.stdout.write(s), sys.stdout.flush()))
     old = None
     if threading.current_thread() is threading.main_thread():
@@ -313,6 +392,10 @@ def print_commands(spec: LaunchSpec, write: Callable[[str], None]) -> None:
     """The commands for a real cluster (nothing is run)."""
     env = job_env(spec, spec.resume, "")
     env.pop("FLUID_HW_JOB_ID")
+    if spec.hosts and spec.key_path() is None:
+        write(f"# every host needs the key file (mode 0600) at the path given in {KEY_FILE_ENV};"
+              "\n# make one with: python -c 'import secrets; print(secrets.token_hex(32))' > "
+              f"{KEY_FILE_PLACEHOLDER}\n")
     write("# mpiexec (MPICH hydra), ranks spread over --hosts:\n")
     write(" ".join(shlex.quote(a) for a in mpiexec_command(spec, env)) + "\n")
     write("# Slurm:\n")

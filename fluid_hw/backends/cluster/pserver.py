@@ -179,16 +179,9 @@ class ParameterServer:
             return
         step = max(common)
         arrays, ts = checkpoint.load(self.ckpt_dir, step)
-        missing = [n for n in self.state if n not in arrays]
-        if missing:
-            raise ClusterError(f"{checkpoint.path_for(self.ckpt_dir, step)} lacks {missing}; "
-                               "it was written by a different program or split")
+        checkpoint.check_members(checkpoint.path_for(self.ckpt_dir, step), arrays, {
+            n: (self.shapes.get(n) or None, self.dtypes.get(n)) for n in self.state})
         for n in self.state:
-            want = self.shapes.get(n)
-            if want and tuple(arrays[n].shape) != want:
-                raise ClusterError(f"{checkpoint.path_for(self.ckpt_dir, step)}: {n!r} has "
-                                   f"shape {list(arrays[n].shape)}, the program says "
-                                   f"{list(want)}")
             self.scope.vars[n] = arrays[n]
         if len(ts) != self.fanin:
             raise ClusterError(f"{checkpoint.path_for(self.ckpt_dir, step)} was written for "

@@ -14,6 +14,8 @@ ranks ``0..P-1`` are the parameter servers, the rest the trainers.
 ``FLUID_HW_CHECKPOINT_DIR``    checkpoints (read by the transpiler config)
 ``FLUID_HW_CHECKPOINT_EVERY``  steps between checkpoints
 ``FLUID_HW_RESUME``            ``1``: start from the last complete checkpoint
+``FLUID_HW_CLUSTER_KEY``       the key authenticating pserver messages, or
+``FLUID_HW_CLUSTER_KEY_FILE``  a file holding it (see :mod:`.auth`)
 =============================  ==============================================
 """
 

@@ -1,9 +1,10 @@
-"""The wire format: one MPI message = a small typed header + the raw tensor bytes.
+"""The wire format: one MPI message = a small typed header + the raw tensor bytes
++ an authentication tag.
 
 No pickle: a message is a flat byte buffer laid out as::
 
     offset  size  field
-    0       4     magic b"FHW1"
+    0       4     magic b"FHW2"
     4       1     kind (:class:`Kind`)
     5       1     dtype code (:data:`DTYPES`; 0 = no payload)
     6       1     ndim (<= 8)
@@ -12,14 +13,20 @@ No pickle: a message is a flat byte buffer laid out as::
     12      8     step (int64)
     20      8     payload bytes (int64)
     28      2     name length in bytes (uint16)
-    30      8*nd  dims (int64 each)
+    30      2     reserved (0)
+    32      8     sequence number (uint64; set by the sender's Comm, see .auth)
+    40      8*nd  dims (int64 each)
     ..      n     name (UTF-8)
     ..      pad   zeros up to a multiple of 8
     ..      nb    payload: the tensor, C order, little-endian
+    ..      32    HMAC-SHA256 tag over everything before it (filled in by .auth)
 
-Everything is little-endian.  The receiver probes the message size, receives
-into one buffer and views the payload in place (no copy); the sender makes one
-copy (header and tensor into one buffer), so each tensor is one MPI message.
+Everything is little-endian.  :func:`encode` leaves the sequence number and
+the tag zero; :class:`.auth.Authenticator` fills them in just before the send
+and checks them before :func:`decode` sees a received buffer.  The receiver
+probes the message size, receives into one buffer and views the payload in
+place (no copy); the sender makes one copy (header and tensor into one
+buffer), so each tensor is one MPI message.
 """
 
 from __future__ import annotations
@@ -32,8 +39,15 @@ import numpy as np
 
 from .errors import WireError
 
-MAGIC = b"FHW1"
-_FIXED = struct.Struct("<4sBBBBiqqH")
+MAGIC = b"FHW2"
+_FIXED = struct.Struct("<4sBBBBiqqHHQ")
+#: where the sequence number sits in the header
+SEQ = struct.Struct("<Q")
+SEQ_OFFSET = 32
+#: bytes of the HMAC-SHA256 tag that ends every message
+TAG_BYTES = 32
+#: the shortest buffer that can be a message
+MIN_BYTES = _FIXED.size + TAG_BYTES
 MAX_NDIM = 8
 MAX_NAME = 1024
 
@@ -100,25 +114,27 @@ def encode(kind: Kind, name: str = "", array: np.ndarray | None = None, trainer_
         nbytes = array.nbytes
     head = _FIXED.size + 8 * len(dims) + len(nb)
     off = _pad8(head)
-    buf = np.zeros(off + nbytes, np.uint8)
+    buf = np.zeros(off + nbytes + TAG_BYTES, np.uint8)
     _FIXED.pack_into(buf, 0, MAGIC, int(kind), code, len(dims), 0, int(trainer_id), int(step),
-                     nbytes, len(nb))
+                     nbytes, len(nb), 0, 0)
     if dims:
         buf[_FIXED.size:_FIXED.size + 8 * len(dims)] = np.asarray(dims, "<i8").view(np.uint8)
     p = _FIXED.size + 8 * len(dims)
     buf[p:p + len(nb)] = np.frombuffer(nb, np.uint8)
     if array is not None and nbytes:
         want = DTYPES[code]
-        buf[off:].view(want).reshape(dims)[...] = array  # converts byte order if needed
+        buf[off:off + nbytes].view(want).reshape(dims)[...] = array  # converts byte order if needed
     return buf
 
 
 def decode(buf: np.ndarray, source: str = "a peer") -> Message:
-    """Parse a received buffer; the tensor is a view into ``buf``."""
-    if buf.nbytes < _FIXED.size:
+    """Parse a received buffer (authenticated first: see :mod:`.auth`); the tensor
+    is a view into ``buf``."""
+    if buf.nbytes < MIN_BYTES:
         raise WireError(f"message from {source} is {buf.nbytes} bytes, shorter than the "
-                        f"{_FIXED.size}-byte header; is it running fluid-hw?")
-    magic, kind, code, ndim, _, tid, step, nbytes, nlen = _FIXED.unpack_from(buf, 0)
+                        f"{_FIXED.size}-byte header and {TAG_BYTES}-byte tag; is it running "
+                        "fluid-hw?")
+    magic, kind, code, ndim, _, tid, step, nbytes, nlen, _, _ = _FIXED.unpack_from(buf, 0)
     if magic != MAGIC:
         raise WireError(f"message from {source} starts with {magic!r}, not {MAGIC!r}: not a "
                         "fluid-hw message (or another fluid-hw version)")
@@ -130,9 +146,9 @@ def decode(buf: np.ndarray, source: str = "a peer") -> Message:
         raise WireError(f"message from {source} has a bad header (ndim {ndim}, dtype {code})")
     p = _FIXED.size + 8 * ndim
     off = _pad8(p + nlen)
-    if buf.nbytes != off + nbytes:
+    if buf.nbytes != off + nbytes + TAG_BYTES:
         raise WireError(f"message from {source} is {buf.nbytes} bytes; its header says "
-                        f"{off + nbytes} (truncated or corrupted)")
+                        f"{off + nbytes + TAG_BYTES} (truncated or corrupted)")
     dims = tuple(int(d) for d in buf[_FIXED.size:p].view("<i8"))
     try:
         name = bytes(buf[p:p + nlen]).decode()
@@ -144,7 +160,7 @@ def decode(buf: np.ndarray, source: str = "a peer") -> Message:
         if int(np.prod(dims, dtype=np.int64)) * dt.itemsize != nbytes:
             raise WireError(f"message from {source}: tensor {name!r} of shape {list(dims)} "
                             f"and dtype {dt} cannot be {nbytes} bytes")
-        arr = buf[off:].view(dt).reshape(dims)
+        arr = buf[off:off + nbytes].view(dt).reshape(dims)
         if dt.byteorder == "<" and not dt.isnative:  # pragma: no cover - big-endian hosts
             arr = arr.astype(dt.newbyteorder("="))
     return Message(k, name, tid, step, arr)
