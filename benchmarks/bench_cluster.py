@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -90,8 +91,10 @@ def pingpong() -> None:
 def measure_pingpong() -> list[tuple[int, float]]:
     from fluid_hw.backends.cluster.launch import find_mpiexec
 
+    # pserver messages are authenticated: a key for this run (docs/cluster.md, Security)
+    env = {**os.environ, "FLUID_HW_CLUSTER_KEY": secrets.token_hex(32)}
     r = subprocess.run([find_mpiexec(), "-n", "2", sys.executable, __file__, "--pingpong"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+                       cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     pts = [(int(a), float(b)) for a, b in re.findall(r"PINGPONG (\d+) ([\d.e-]+)", r.stdout)]
     if r.returncode != 0 or not pts:
         raise SystemExit(f"ping-pong failed:\n{r.stdout}{r.stderr}")
