@@ -25,7 +25,7 @@ from fluid_hw.frontend.onnx._export_ops import EXPORTERS
 from fluid_hw.frontend.onnx._import_ops import IMPORTERS
 from tests.onnx import backend_data
 from tests.onnx.backend_data import Result
-from tests.onnx.harness import mismatch, run_fluid_model, run_ort
+from tests.onnx.harness import check_exported, mismatch, run_fluid_model, run_ort
 from tests.onnx.random_models import GENERATORS, cases_for
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "onnx.md"
@@ -75,6 +75,7 @@ def export_results(op: str) -> tuple[Result, ...]:
                         out.append(Result(c.id, "skip", NOT_EXPORTED[op]))
                         continue
                     raise e
+                check_exported(exported)
                 feeds = {m.names[k]: v for k, v in c.feeds.items()}
                 problem = mismatch(run_ort(exported, feeds), run_ort(c.model, c.feeds),
                                    c.rtol, c.atol)

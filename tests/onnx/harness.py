@@ -112,6 +112,12 @@ def graph_case(nodes: list[onnx.NodeProto], inputs: dict[str, In],
     return Case(id or nodes[0].op_type, finish_model(graph, opset), feeds, **kw)
 
 
+def check_exported(model: onnx.ModelProto) -> None:
+    """What every model fluid-hw exports must pass: the ONNX checker's full check (each
+    node's schema and element types at the model's opset, strict shape inference)."""
+    onnx.checker.check_model(model, full_check=True)
+
+
 def run_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1

@@ -42,7 +42,8 @@ def load(model: str | os.PathLike[str] | bytes | onnx.ModelProto,
     ``feed_names``, ``fetch_names``; ``.save(dirname)`` writes an inference-model folder.
     ``constants`` fixes graph inputs to values at import time ({name: array}), for inputs
     fluid-hw needs as constants (a Reshape's shape, a Pad's pads...).
-    Raises :class:`~fluid_hw.errors.FormatError` for malformed files and
+    Raises :class:`~fluid_hw.errors.FormatError` for malformed files (declared shapes
+    beyond the limits in docs/onnx.md included) and
     :class:`~fluid_hw.errors.UnknownOpError` listing every node that cannot be converted.
     """
     _require_onnx()
@@ -59,9 +60,11 @@ def export(program: Program, path: str | os.PathLike[str] | None = None, *,
 
     Feeds and fetches default to the program's feed/fetch ops (a loaded inference
     model); without feed ops the feeds are the data variables the fetches depend on.
-    Parameter values come from ``scope`` (default: the global scope).
+    Parameter values come from ``scope`` (default: the global scope).  ``opset``
+    unset: opset 17, or the lowest newer one that allows every node written; the
+    model passes ``onnx.checker.check_model(model, full_check=True)``.
     Raises :class:`~fluid_hw.errors.UnknownOpError` listing every op without an ONNX
-    mapping.
+    mapping (or not allowed at a fixed ``opset``, with the opset that allows it).
     """
     _require_onnx()
     from .exporter import export as _export

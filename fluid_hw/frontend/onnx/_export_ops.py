@@ -363,8 +363,8 @@ def _pad(ctx: ExportCtx, op: Operator) -> None:
     mode = op.attr("mode")
     if mode == "constant":
         ins.append(_scalar(ctx, op.attr("pad_value"), x, f"{out}.value"))
-    elif mode == "wrap" and ctx.opset < 19:
-        ctx.fail("mode 'wrap' needs export opset >= 19")
+    elif mode == "wrap":
+        ctx.needs(19, "Pad mode 'wrap'")
     ctx.node("Pad", ins, [out], mode=mode)
 
 
@@ -382,6 +382,13 @@ def _reduce(onnx_op: str, since_input: int) -> ExportFn:
         everything = op.attr("reduce_all") or not op.attr("dim") or \
             len({d % rank for d in op.attr("dim")}) == rank
         axes = [] if everything else sorted({d % rank for d in op.attr("dim")})
+        # a type the ONNX op does not take at this opset (bool, 8/16-bit ints for
+        # ReduceSum...): reduce in int32, which holds their values exactly, and cast back
+        et = onnx_type_of(ctx.np_dtype(x))
+        wide = et is not None and not ctx.allows(onnx_op, et) and \
+            et in _WIDENS and ctx.allows(onnx_op, _INT32)
+        if wide:
+            x = ctx.node("Cast", [x], to=_INT32)
         ins, attrs = [x], {"keepdims": int(keep)}
         if axes:
             if ctx.opset >= since_input:
@@ -389,11 +396,19 @@ def _reduce(onnx_op: str, since_input: int) -> ExportFn:
             else:
                 attrs["axes"] = axes
         scalar = everything and not keep  # Fluid gives [1]
-        cur = ctx.node(onnx_op, ins, None if scalar else [out], **attrs)
+        cur = ctx.node(onnx_op, ins, None if scalar or wide else [out], **attrs)
         if scalar:
-            ctx.node("Reshape", [cur, ctx.ints([1], f"{out}.shape")], [out])
+            cur = ctx.node("Reshape", [cur, ctx.ints([1], f"{out}.shape")],
+                           None if wide else [out])
+        if wide:
+            ctx.node("Cast", [cur], [out], to=et)
 
     return fn
+
+
+_INT32 = onnx_type_of(np.dtype(np.int32))
+#: element types a reduction may widen to int32 when ONNX does not take them
+_WIDENS = {onnx_type_of(np.dtype(t)) for t in (np.bool_, np.int8, np.int16, np.uint8)}
 
 
 def _mean(ctx: ExportCtx, op: Operator) -> None:

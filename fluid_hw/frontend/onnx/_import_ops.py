@@ -19,6 +19,7 @@ import numpy as np
 from ...ir import dtypes
 from ...ir.registry import has_op
 from ._dtypes import np_dtype_of, onnx_type_name
+from ._sizes import MAX_COMPUTED_BYTES, nbytes
 
 if TYPE_CHECKING:
     from .importer import NodeCtx
@@ -141,6 +142,9 @@ def _variadic(fluid: str, mean: bool = False) -> Converter:
 
     def conv(ctx: NodeCtx) -> None:
         names = [ctx.var(i) for i in range(ctx.count()) if ctx.has(i)]
+        if not names:
+            ctx.fail(f"every input is omitted (empty names {list(ctx.node.input)}); "
+                     f"{ctx.op_type} needs at least one input tensor")
         if len(names) == 1 and not mean:
             ctx.alias(0, names[0])
             return
@@ -227,6 +231,16 @@ def _gemm(ctx: NodeCtx) -> None:
     and scaled at import, as Fluid's fc); otherwise ``matmul``."""
     alpha, beta = float(ctx.attr("alpha", 1.0)), float(ctx.attr("beta", 1.0))
     ta, tb = bool(ctx.attr("transA", 0)), bool(ctx.attr("transB", 0))
+    for i, what in ((0, "A"), (1, "B")):
+        if ctx.rank(i) != 2:
+            ctx.fail(f"{what} (input #{i}) has shape {ctx.shape(i)}; Gemm multiplies 2-D "
+                     "matrices (use MatMul for other ranks)")
+    types = [str(ctx.dtype(i)) for i in range(3) if ctx.has(i)]
+    if len(set(types)) > 1:
+        ctx.fail(f"A, B, C have types {types}; Gemm needs one type for all")
+    if ctx.dtype(0).kind != "f" and not (alpha.is_integer() and beta.is_integer()):
+        ctx.fail(f"alpha={alpha}, beta={beta} on {ctx.dtype(0)} matrices: integer Gemm "
+                 "needs integral alpha and beta")
     a = ctx.var(0)
     b = ctx.const(1)
     use_c = ctx.has(2) and beta != 0.0
@@ -409,6 +423,9 @@ def _pool(kind: str) -> Converter:
         xs = ctx.shape(0)
         kernel = _ints_attr(ctx, "kernel_shape", n, 0)
         strides = _ints_attr(ctx, "strides", n, 1)
+        for name, vals in (("kernel_shape", kernel), ("strides", strides)):
+            if any(v < 1 for v in vals):
+                ctx.fail(f"attribute {name}={vals}: every entry must be >= 1")
         if any(d != 1 for d in _ints_attr(ctx, "dilations", n, 1)):
             ctx.fail(f"dilations {ctx.attr('dilations')}: fluid-hw's pool2d has no dilation")
         pads, algo = _explicit_pads(ctx, xs[2:], kernel, strides, [1] * n, n)
@@ -593,6 +610,10 @@ def _identity(ctx: NodeCtx) -> None:
 
 
 def _dropout(ctx: NodeCtx) -> None:
+    for i, what in ((1, "ratio"), (2, "training_mode")):
+        c = ctx.const(i) if ctx.has(i) else None
+        if c is not None and c.size != 1:
+            ctx.fail(f"{what} (input #{i}) has shape {list(c.shape)}; it must be a scalar")
     training = ctx.const(2) if ctx.has(2) else None
     if ctx.has(2) and (training is None or bool(training.reshape(-1)[0])):
         ratio = ctx.const(1) if ctx.has(1) else np.array(0.5)
@@ -694,8 +715,13 @@ def _gather(ctx: NodeCtx) -> None:
     idx_const = ctx.const(1)
     if idx_const is not None:
         v = ds[axis]
+        if idx_const.dtype.kind not in "iu":
+            ctx.fail(f"indices (input #1) are {idx_const.dtype}; they must be int32 or int64")
         if v < 0 and (idx_const < 0).any():
             ctx.fail("negative indices into an axis of unknown size")
+        if v >= 0 and ((idx_const < -v) | (idx_const >= v)).any():
+            ctx.fail(f"an index in {idx_const.reshape(-1)[:8].tolist()} is out of range for "
+                     f"axis {axis} of size {v}")
         idx_const = np.where(idx_const < 0, idx_const + v, idx_const).astype(np.int64)
         ids = ctx.param(idx_const.reshape(*idx_const.shape, 1), "ids")
         idx_shape = list(idx_const.shape)
@@ -786,7 +812,7 @@ def _lengths(ctx: NodeCtx, xb: str, shape: list[int]) -> str:
     if ctx.has(4):
         return _cast(ctx, ctx.var(4), ctx.dtype(4), np.dtype(np.int64))
     b, s = shape[0], shape[1]
-    if b >= 0 and s >= 0:
+    if b >= 0 and s >= 0 and nbytes([b], np.int64) <= MAX_COMPUTED_BYTES:
         return ctx.param(np.full([b], s, np.int64), "lengths")
     # a run-time batch: count the steps of each sequence
     first = ctx.emit("slice", {"Input": xb}, {"axes": [2], "starts": [0], "ends": [1],
@@ -809,6 +835,34 @@ def _state(ctx: NodeCtx, i: int, d: int, hint: str) -> str | None:
                     hint=f"{hint}{d}")
 
 
+def _check_rnn_shape(ctx: NodeCtx, what: str, i: int, a: np.ndarray, want: list[int],
+                     dtype: np.dtype) -> None:
+    if list(a.shape) != want:
+        ctx.fail(f"{what} (input #{i}) has shape {list(a.shape)}, expected {want} for "
+                 f"hidden_size {ctx.attr('hidden_size')} and direction "
+                 f"{ctx.attr('direction', 'forward')!r}")
+    if a.dtype != dtype or dtype.kind != "f":
+        ctx.fail(f"{what} (input #{i}) is {a.dtype}; W, R, B and P must all be of the same "
+                 f"float type (W is {dtype})")
+
+
+def _check_rnn_weights(ctx: NodeCtx, rnn: _Rnn, h: int, dirs: int, w: np.ndarray,
+                       r: np.ndarray) -> None:
+    """hidden_size and the weights' shapes agree; checked before anything is allocated
+    from hidden_size (which a malformed model can set to anything)."""
+    g = rnn.gates
+    if h <= 0:
+        ctx.fail(f"attribute hidden_size={h}: must be a positive number of hidden units "
+                 f"(W's rows / {g})")
+    if w.ndim != 3 or w.shape[0] != dirs or w.shape[1] != g * h:
+        fix = (f"; set hidden_size={w.shape[1] // g}" if w.ndim == 3 and w.shape[1] % g == 0
+               and w.shape[1] else "")
+        ctx.fail(f"W (input #1) of shape {list(w.shape)} does not fit hidden_size {h} and "
+                 f"{dirs} direction(s): expected [{dirs}, {g} * {h}, input_size]{fix}")
+    _check_rnn_shape(ctx, "W", 1, w, [dirs, g * h, w.shape[2]], w.dtype)
+    _check_rnn_shape(ctx, "R", 2, r, [dirs, g * h, h], w.dtype)
+
+
 def _recurrent(ctx: NodeCtx) -> None:
     """ONNX LSTM/GRU -> fluid's lstm/gru over a LoD tensor: the padded input and
     ``sequence_lens`` become one LoD tensor (``sequence_unpad``), the input projection
@@ -820,6 +874,9 @@ def _recurrent(ctx: NodeCtx) -> None:
         ctx.fail(f"{ctx.op_type} maps onto fluid-hw's {rnn.fluid} op, which this build lacks")
     h = int(ctx.attr("hidden_size", 0))
     direction = ctx.attr("direction", "forward")
+    if direction not in ("forward", "reverse", "bidirectional"):
+        ctx.fail(f"attribute direction={direction!r}: must be forward, reverse or "
+                 "bidirectional")
     dirs = 2 if direction == "bidirectional" else 1
     if ctx.attr("clip") is not None:
         ctx.fail("the clip attribute (cell clipping) is not supported")
@@ -833,20 +890,32 @@ def _recurrent(ctx: NodeCtx) -> None:
     acts = list(ctx.attr("activations") or rnn.default_acts * dirs)
     if any(a not in _RNN_ACTS for a in acts):
         ctx.fail(f"activations {acts}: supported are {sorted(_RNN_ACTS)}")
+    if len(acts) != len(rnn.default_acts) * dirs:
+        ctx.fail(f"activations {acts}: {ctx.op_type} needs {len(rnn.default_acts)} per "
+                 f"direction, {len(rnn.default_acts) * dirs} in all")
     w = ctx.need_const(1, "W")
     r = ctx.need_const(2, "R")
+    _check_rnn_weights(ctx, rnn, h, dirs, w, r)
     bias = ctx.const(3) if ctx.has(3) else np.zeros((dirs, 2 * rnn.gates * h), w.dtype)
     if bias is None:
         ctx.fail("B (input #3) must be known at import time")
+    _check_rnn_shape(ctx, "B", 3, bias, [dirs, 2 * rnn.gates * h], w.dtype)
     peep = ctx.const(7) if rnn is _LSTM and ctx.has(7) else None
     if rnn is _LSTM and ctx.has(7) and peep is None:
         ctx.fail("P (input #7) must be known at import time")
-    if h <= 0 or w.shape[1] != rnn.gates * h:
-        ctx.fail(f"W of shape {list(w.shape)} does not fit hidden_size {h}")
+    if peep is not None:
+        _check_rnn_shape(ctx, "P", 7, peep, [dirs, 3 * h], w.dtype)
     layout = int(ctx.attr("layout", 0))
+    if layout not in (0, 1):
+        ctx.fail(f"attribute layout={layout}: must be 0 (sequence-major) or 1 (batch-major)")
     x = ctx.var(0)
+    xs = ctx.shape(0)
+    if len(xs) != 3 or xs[2] not in (-1, w.shape[2]):
+        ctx.fail(f"X of shape {xs} does not fit W of shape {list(w.shape)}: X must be "
+                 f"[seq_length, batch_size, {w.shape[2]}] (layout 0) or [batch_size, "
+                 f"seq_length, {w.shape[2]}] (layout 1)")
     xb = x if layout == 1 else ctx.emit("transpose2", {"X": x}, {"axis": [1, 0, 2]})
-    shape = ctx.shape(0) if layout == 1 else [ctx.shape(0)[k] for k in (1, 0, 2)]
+    shape = xs if layout == 1 else [xs[k] for k in (1, 0, 2)]
     if ctx.has(4) and shape[1] < 0:
         ctx.fail("with sequence_lens the sequence length (dim of X) must be known, so the "
                  "outputs can be padded to it")

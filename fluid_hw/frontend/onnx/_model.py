@@ -1,13 +1,18 @@
 """Reading an ONNX model safely: every way a file can be wrong becomes a FormatError.
 
 Truncated or corrupted bytes, a missing external-data file, an opset newer
-than the installed ``onnx`` package knows, a graph the ONNX checker rejects:
-each gives :class:`fluid_hw.errors.FormatError` naming the file and the fix,
-never a protobuf traceback.
+than the installed ``onnx`` package knows, a graph the ONNX checker rejects,
+declared dims outside the limits below: each gives
+:class:`fluid_hw.errors.FormatError` naming the file, the tensor and the fix,
+never a protobuf traceback.  Declared dims are checked in Python before any of
+onnx's C++ code sees the model, and the C++ checker, version converter and
+shape inference run in a worker process (:mod:`._isolated`), so a model that
+makes them abort cannot take the caller down.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,17 +23,23 @@ import onnx
 import onnx.checker
 import onnx.defs
 import onnx.external_data_helper
-import onnx.shape_inference
-import onnx.version_converter
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, EncodeError
 
 from ...errors import FormatError
+from ...ir.verifier import MAX_TENSOR_BYTES
+from . import _onnx_worker as worker
+from ._dtypes import np_dtype_of
+from ._isolated import IsolatedFailure, check_in_worker
 
 #: the oldest default-domain opset imported as it is (older models are converted)
-MIN_OPSET = 11
+MIN_OPSET = worker.MIN_OPSET
 #: default-domain opset older models are converted to
-CONVERT_TO_OPSET = 13
+CONVERT_TO_OPSET = worker.CONVERT_TO_OPSET
 DEFAULT_DOMAINS = ("", "ai.onnx")
+#: the largest dim a model may declare (graph inputs/outputs, value_info, tensors)
+MAX_DIM = 2**31 - 1
+#: the largest rank a model may declare
+MAX_RANK = 32
 
 
 def max_opset() -> int:
@@ -102,11 +113,22 @@ def _check_external_data(model: onnx.ModelProto, base_dir: Path | None, source: 
     for t in tensors:
         info = {e.key: e.value for e in t.external_data}
         loc = info.get("location", "")
-        target = (root / loc).resolve()
-        if not loc or root not in (target, *target.parents):
+        if "\0" in loc:
+            raise FormatError(f"{source}: tensor {t.name!r} points to external data "
+                              f"{loc!r}, a path with a NUL byte, which no file has; the "
+                              "model is corrupted: export it again")
+        try:
+            target = (root / loc).resolve()
+            inside = bool(loc) and root in (target, *target.parents)
+            found = inside and target.is_file()
+        except (OSError, ValueError, RuntimeError) as e:  # a symlink loop, a long name
+            raise FormatError(f"{source}: tensor {t.name!r} points to external data "
+                              f"{loc[:100]!r}, which cannot be resolved "
+                              f"({getattr(e, 'strerror', None) or e})") from None
+        if not inside:
             raise FormatError(f"{source}: tensor {t.name!r} points to external data "
                               f"{loc!r} outside the model's folder {root}; refusing to read it")
-        if not target.is_file():
+        if not found:
             raise FormatError(f"{source}: tensor {t.name!r} keeps its data in {loc!r}, which "
                               f"is missing from {root}; copy that file next to the model")
     try:
@@ -148,26 +170,127 @@ def read_model(model: Any) -> ReadModel:
         raise FormatError(f"{source}: opset {opset} is newer than supported (opsets "
                           f"{MIN_OPSET}..{max_opset()}); re-export the model with opset "
                           f"<= {max_opset()} or upgrade onnx")
+    _check_declarations(proto.graph, source)
     _check_external_data(proto, base_dir, source)
-    try:
-        onnx.checker.check_model(proto)
-    except (onnx.checker.ValidationError, ValueError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise FormatError(f"{source}: the ONNX checker rejects the model: {first}. The file "
-                          "is truncated or corrupted, or its exporter wrote an invalid "
-                          "graph") from None
+    converted, inferred = _check_and_infer(proto, source, opset)
     original = opset
-    if opset < MIN_OPSET:
-        try:
-            proto = onnx.version_converter.convert_version(proto, CONVERT_TO_OPSET)
-        except Exception as e:  # the converter raises bare RuntimeErrors from C++
-            raise FormatError(f"{source}: opset {opset} is older than {MIN_OPSET} and the "
-                              f"ONNX version converter cannot upgrade it ({e}); re-export "
-                              f"the model with opset >= {MIN_OPSET}") from None
+    if converted is not None:
+        proto = converted
         opset = default_opset(proto)
-    try:
-        inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
-    except Exception as e:  # InferenceError, or RuntimeError from C++
-        raise FormatError(f"{source}: ONNX shape inference fails ({e}); the model is "
-                          "inconsistent") from None
     return ReadModel(proto, inferred, source, opset, original)
+
+
+# -- declared dims ----------------------------------------------------------------------
+
+def _check_dims(dims: list[int | None], itemsize: int, what: str, source: str) -> None:
+    """Declared dims (None: a symbolic or unknown dim) within MAX_RANK / MAX_DIM, and the
+    tensor within the verifier's size limit."""
+    if len(dims) > MAX_RANK:
+        raise FormatError(f"{source}: {what} declares rank {len(dims)}; fluid-hw imports "
+                          f"tensors of rank <= {MAX_RANK}")
+    for k, d in enumerate(dims):
+        if d is not None and not 0 <= d <= MAX_DIM:
+            raise FormatError(
+                f"{source}: {what} declares dim {d} (axis {k} of "
+                f"{['?' if x is None else x for x in dims]}); a dim must be 0..{MAX_DIM}. "
+                "Fix the exporter's shapes (a dim known only at run time is written as a "
+                "dim_param name such as 'N', not as a negative number)")
+    known = [d for d in dims if d is not None]
+    nbytes = math.prod(known) * itemsize
+    if nbytes > MAX_TENSOR_BYTES:
+        raise FormatError(f"{source}: {what} declares shape {dims}, {nbytes} bytes, beyond "
+                          f"the {MAX_TENSOR_BYTES >> 30} GiB fluid-hw allows for one tensor")
+
+
+def _itemsize(elem_type: int) -> int:
+    dt = np_dtype_of(elem_type)
+    return dt.itemsize if dt is not None else 1
+
+
+def _check_type(tp: onnx.TypeProto, what: str, source: str) -> None:
+    kind = tp.WhichOneof("value")
+    if kind in ("tensor_type", "sparse_tensor_type"):
+        tt = getattr(tp, kind)
+        if tt.HasField("shape"):
+            dims = [int(d.dim_value) if d.HasField("dim_value") else None
+                    for d in tt.shape.dim]
+            _check_dims(dims, _itemsize(tt.elem_type), what, source)
+    elif kind == "sequence_type":
+        _check_type(tp.sequence_type.elem_type, f"{what} (sequence element)", source)
+    elif kind == "optional_type":
+        _check_type(tp.optional_type.elem_type, f"{what} (optional element)", source)
+    elif kind == "map_type":
+        _check_type(tp.map_type.value_type, f"{what} (map value)", source)
+
+
+def _check_tensor(t: onnx.TensorProto, what: str, source: str) -> None:
+    _check_dims([int(d) for d in t.dims], _itemsize(t.data_type), f"{what} {t.name!r}",
+                source)
+
+
+def _check_declarations(graph: onnx.GraphProto, source: str) -> None:
+    """Every dim the graph (and its subgraphs) declares, before onnx's C++ code reads
+    them: negative or huge dims have made its shape inference abort the process."""
+    for kind, infos in (("graph input", graph.input), ("graph output", graph.output),
+                        ("value_info", graph.value_info)):
+        for vi in infos:
+            _check_type(vi.type, f"{kind} {vi.name!r}", source)
+    for t in graph.initializer:
+        _check_tensor(t, "initializer", source)
+    for sp in graph.sparse_initializer:
+        _check_dims([int(d) for d in sp.dims], _itemsize(sp.values.data_type),
+                    f"sparse initializer {sp.values.name!r}", source)
+    for node in graph.node:
+        for a in node.attribute:
+            what = f"attribute {a.name!r} of {node.op_type} node {node.name!r}"
+            if a.HasField("t"):
+                _check_tensor(a.t, f"tensor of {what}", source)
+            for t in a.tensors:
+                _check_tensor(t, f"tensor of {what}", source)
+            if a.HasField("tp"):
+                _check_type(a.tp, what, source)
+            if a.HasField("g"):
+                _check_declarations(a.g, source)
+            for g in a.graphs:
+                _check_declarations(g, source)
+
+
+# -- onnx's checker, version converter and shape inference, isolated -----------------------
+
+def _check_and_infer(proto: onnx.ModelProto, source: str, opset: int
+                     ) -> tuple[onnx.ModelProto | None, onnx.ModelProto]:
+    """(the model converted to CONVERT_TO_OPSET or None, its shape-inferred value infos),
+    from onnx's checker, version converter and shape inference run in a worker process."""
+    try:
+        data = proto.SerializeToString()
+    except (ValueError, EncodeError):  # beyond protobuf's 2 GiB
+        raise FormatError(f"{source}: the model with its external data is larger than "
+                          "2 GiB, protobuf's limit for one message; fluid-hw imports models "
+                          "up to that size") from None
+    try:
+        answer = check_in_worker(data, opset)
+    except IsolatedFailure as e:
+        raise FormatError(f"{source}: onnx's checker or shape inference (run in a worker "
+                          f"process) {e.reason}. The model is malformed (check the shapes "
+                          "and attributes it declares, e.g. a Pad that makes a dim "
+                          "negative) or too large; fix or re-export it") from None
+    if answer.stage == worker.CHECKER:
+        raise FormatError(f"{source}: the ONNX checker rejects the model: {answer.message}. "
+                          "The file is truncated or corrupted, or its exporter wrote an "
+                          "invalid graph")
+    if answer.stage == worker.CONVERTER:
+        raise FormatError(f"{source}: opset {opset} is older than {MIN_OPSET} and the "
+                          f"ONNX version converter cannot upgrade it ({answer.message}); "
+                          f"re-export the model with opset >= {MIN_OPSET}")
+    if answer.stage != worker.OK:  # shape inference failed, or something else
+        raise FormatError(f"{source}: ONNX shape inference fails ({answer.message}); the "
+                          "model is inconsistent")
+    (size,) = worker.SIZE.unpack_from(answer.payload)
+    rest = answer.payload[worker.SIZE.size:]
+    converted = None
+    if size:
+        converted = onnx.ModelProto()
+        converted.ParseFromString(rest[:size])
+    inferred = onnx.ModelProto()
+    inferred.ParseFromString(rest[size:])
+    return converted, inferred

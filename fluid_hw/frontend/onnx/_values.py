@@ -89,6 +89,12 @@ def _gather(attrs: dict[str, Any], ins: SymInputs, opset: int) -> list[Const | S
     if not isinstance(idx, Const) or idx.array.ndim > 1 or attrs.get("axis", 0) not in (0, -1):
         raise Unsupported("Gather on a shape needs constant indices of rank <= 1")
     n = len(data.dims)
+    if idx.array.dtype.kind not in "iu":
+        raise Unsupported(f"Gather indices of type {idx.array.dtype}; they must be integers")
+    bad = [int(i) for i in idx.array.reshape(-1) if not -n <= int(i) < n]
+    if bad:
+        raise Unsupported(f"Gather index {bad[0]} is out of range for a shape vector of "
+                          f"{n} entries")
     picked = tuple(data.dims[int(i) + n if int(i) < 0 else int(i)]
                    for i in idx.array.reshape(-1))
     return [simplify(Sym(picked, idx.array.ndim == 0))]
@@ -121,8 +127,11 @@ def _slice(attrs: dict[str, Any], ins: SymInputs, opset: int) -> list[Const | Sy
     starts, ends = _ints(ins[1], "Slice starts"), _ints(ins[2], "Slice ends")
     axes = _ints(ins[3], "Slice axes") if len(ins) > 3 and ins[3] is not None else [0]
     steps = _ints(ins[4], "Slice steps") if len(ins) > 4 and ins[4] is not None else [1]
-    if s.scalar or axes not in ([0], [-1]) or len(starts) != 1:
+    if s.scalar or axes not in ([0], [-1]) or len(starts) != 1 or len(ends) != 1 \
+            or len(steps) != 1:
         raise Unsupported("Slice of a shape vector along more than one axis")
+    if steps[0] == 0:
+        raise Unsupported("Slice with a step of 0")
     lim = 2**62
     sl = slice(max(min(starts[0], lim), -lim), max(min(ends[0], lim), -lim), steps[0])
     return [simplify(Sym(s.dims[sl]))]

@@ -5,7 +5,12 @@ the fetch targets need, as ``save_inference_model`` does; each op then goes
 through its entry in :data:`._export_ops.EXPORTERS`.  Persistable variables
 become initializers (their values read from the scope); feeds become graph
 inputs and fetch targets graph outputs.  Ops without an ONNX mapping are all
-listed in one error.  The result passes the ONNX checker.
+listed in one error.
+
+Every node is checked against its ONNX schema at the export opset (the element
+types each input takes); unless the caller fixed the opset, the exporter moves to
+the lowest opset that allows everything it wrote (:data:`EXPORT_OPSET` when that
+does).  The result passes ``onnx.checker.check_model(model, full_check=True)``.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any, NoReturn
 import numpy as np
 import onnx
 import onnx.checker
+import onnx.defs
 import onnx.helper
 import onnx.numpy_helper
 import onnx.shape_inference
@@ -50,6 +56,11 @@ class ExportCtx:
         self.initializers: dict[str, onnx.TensorProto] = {}
         self.taken: set[str] = set(self.block.vars)
         self.op: Operator | None = None
+        self.label = ""  # the op being exported, for messages
+        #: for each node, the op it was written for
+        self.origins: list[str] = []
+        #: the lowest opset that allows what the ops asked for (see :meth:`needs`)
+        self.wanted = opset
 
     # -- program side --------------------------------------------------------------
     def var(self, name: str) -> Variable:
@@ -74,6 +85,18 @@ class ExportCtx:
 
     def fail(self, reason: str) -> NoReturn:
         raise Unsupported(reason)
+
+    def needs(self, version: int, what: str) -> None:
+        """``what`` exists from opset ``version`` on: fails below it (and remembers it,
+        so an export whose opset was not fixed moves there)."""
+        if self.opset < version:
+            self.wanted = max(self.wanted, version)
+            self.fail(f"{what} needs opset >= {version}; export with opset={version}, or "
+                      "leave the opset unset to let the exporter choose")
+
+    def allows(self, op_type: str, elem_type: int, input: int = 0) -> bool:
+        """ONNX ``op_type`` at the export opset takes ``elem_type`` as input ``input``."""
+        return _allowed(op_type, self.opset, input, elem_type) is not False
 
     # -- ONNX side ----------------------------------------------------------------------
     def fresh(self, hint: str) -> str:
@@ -110,7 +133,66 @@ class ExportCtx:
         ins = [self.input(n) if n and self.block.has_var(n) else n for n in inputs]
         name = self.fresh(f"{op_type}_{len(self.nodes)}")
         self.nodes.append(onnx.helper.make_node(op_type, ins, outs, name=name, **attrs))
+        self.origins.append(self.label)
         return outs[0]
+
+
+#: ONNX element type -> its name in schema type constraints, for the types fluid-hw holds
+_TYPE_STRS = {1: "float", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64",
+              9: "bool", 10: "float16", 11: "double"}
+
+
+def _allowed(op_type: str, opset: int, index: int, elem_type: int) -> bool | None:
+    """Whether input ``index`` of ``op_type`` at ``opset`` takes ``elem_type`` (None when
+    the schema or the type is unknown)."""
+    try:
+        schema = onnx.defs.get_schema(op_type, opset, "")
+    except onnx.defs.SchemaError:
+        return None
+    if not schema.inputs or elem_type not in _TYPE_STRS:
+        return None
+    formal = schema.inputs[min(index, len(schema.inputs) - 1)]
+    if index >= len(schema.inputs) and \
+            formal.option != onnx.defs.OpSchema.FormalParameterOption.Variadic:
+        return None
+    allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+    return f"tensor({_TYPE_STRS[elem_type]})" in allowed.get(formal.type_str,
+                                                            {formal.type_str})
+
+
+def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
+    """Tensor name -> element type, from the graph and ONNX type inference."""
+    g = onnx.shape_inference.infer_shapes(model).graph
+    types = {t.name: t.data_type for t in g.initializer}
+    for vi in (*g.input, *g.value_info, *g.output):
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+            types[vi.name] = vi.type.tensor_type.elem_type
+    return types
+
+
+def _type_problems(model: onnx.ModelProto, origins: list[str], opset: int
+                   ) -> tuple[list[str], int]:
+    """Nodes given an element type their schema does not take at ``opset``: a message
+    each, and the lowest opset that takes them all (``opset`` when none does)."""
+    types = _elem_types(model)
+    newest = onnx.defs.onnx_opset_version()
+    problems: list[str] = []
+    wanted = opset
+    for node, origin in zip(model.graph.node, origins):
+        for i, name in enumerate(node.input):
+            et = types.get(name)
+            if not name or et is None or _allowed(node.op_type, opset, i, et) is not False:
+                continue
+            since = next((v for v in range(opset + 1, newest + 1)
+                          if _allowed(node.op_type, v, i, et)), None)
+            fix = (f"opset {since} allows it: export with opset={since}, or leave the opset "
+                   "unset to let the exporter choose" if since else
+                   f"no opset up to {newest} allows it")
+            problems.append(f"{origin}: ONNX {node.op_type} at opset {opset} does not take "
+                            f"{_TYPE_STRS.get(et, et)} as input #{i} ({name!r}); {fix}")
+            if since:
+                wanted = max(wanted, since)
+    return problems, wanted
 
 
 def _value_info(var: Variable, batch_name: str | None) -> onnx.ValueInfoProto:
@@ -166,13 +248,38 @@ def export(program: Program, path: str | os.PathLike[str] | None = None, *,
            feed_names: Sequence[str] | None = None, fetch_names: Sequence[Any] | None = None,
            scope: Scope | None = None, opset: int | None = None) -> onnx.ModelProto:
     """See :func:`fluid_hw.onnx.export`."""
+    chosen = opset is None
     opset = EXPORT_OPSET if opset is None else int(opset)
     newest = onnx.defs.onnx_opset_version()
     if not MIN_EXPORT_OPSET <= opset <= newest:
         raise VerifyError(f"export: opset {opset} is outside {MIN_EXPORT_OPSET}..{newest}")
     feeds, fetches = _feeds_fetches(program, feed_names, fetch_names)
     inf = prune(program.clone(for_test=True), feeds, fetches)
-    ctx = ExportCtx(inf, scope or global_scope(), opset)
+    while True:
+        model, problems, wanted = _build(inf, scope or global_scope(), opset, feeds, fetches)
+        if not (chosen and problems and opset < wanted <= newest):
+            break
+        opset = wanted  # what was written needs a newer opset: write it again there
+    if problems:
+        listed = "\n".join(f"  - {p}" for p in problems)
+        raise UnknownOpError(f"cannot export the program to ONNX: {len(problems)} problem(s):\n"
+                             f"{listed}\nExportable fluid ops: {', '.join(sorted(EXPORTERS))}")
+    try:
+        onnx.checker.check_model(model, full_check=True)
+        model = onnx.shape_inference.infer_shapes(model, strict_mode=True, check_type=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
+        raise FluidError(f"export produced an invalid ONNX model ({e}); this is a fluid-hw "
+                         "bug, please report it with the program") from None
+    if path is not None:
+        atomic_write(Path(path), model.SerializeToString())
+    return model
+
+
+def _build(inf: Program, scope: Scope, opset: int, feeds: list[str], fetches: list[str]
+           ) -> tuple[onnx.ModelProto, list[str], int]:
+    """The model of ``inf`` at ``opset``, what could not be written, and the lowest
+    opset that would allow all of it."""
+    ctx = ExportCtx(inf, scope, opset)
     problems: list[str] = []
     for i, op in enumerate(ctx.block.ops):
         if op.type in ("feed", "fetch"):
@@ -184,7 +291,7 @@ def export(program: Program, path: str | os.PathLike[str] | None = None, *,
                 raise Unsupported("ops with sub-blocks (control flow) are not exported")
             if entry is None:
                 raise Unsupported("no ONNX mapping")
-            ctx.op = op
+            ctx.op, ctx.label = op, label
             entry.fn(ctx, op)
         except Unsupported as e:
             problems.append(f"{label}: {e}")
@@ -197,24 +304,16 @@ def export(program: Program, path: str | os.PathLike[str] | None = None, *,
                 # an output must be produced by a node: copy the input / parameter
                 vi.name = ctx.fresh(f"{n}.out")
                 ctx.nodes.append(onnx.helper.make_node("Identity", [ctx.input(n)], [vi.name]))
+                ctx.origins.append(f"graph output {n!r}")
             outs.append(vi)
     except Unsupported as e:
         problems.append(str(e))
-    if problems:
-        listed = "\n".join(f"  - {p}" for p in problems)
-        raise UnknownOpError(f"cannot export the program to ONNX: {len(problems)} problem(s):\n"
-                             f"{listed}\nExportable fluid ops: {', '.join(sorted(EXPORTERS))}")
     graph = onnx.helper.make_graph(ctx.nodes, "fluid_hw", ins, outs,
                                    list(ctx.initializers.values()))
     model = onnx.helper.make_model(graph, producer_name="fluid-hw",
                                    opset_imports=[onnx.helper.make_opsetid("", opset)])
     model.ir_version = min(model.ir_version, onnx.IR_VERSION)
-    try:
-        onnx.checker.check_model(model)
-        model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
-        raise FluidError(f"export produced an invalid ONNX model ({e}); this is a fluid-hw "
-                         "bug, please report it with the program") from None
-    if path is not None:
-        atomic_write(Path(path), model.SerializeToString())
-    return model
+    wanted = ctx.wanted
+    if not problems:
+        problems, wanted = _type_problems(model, ctx.origins, opset)
+    return model, problems, max(wanted, ctx.wanted)

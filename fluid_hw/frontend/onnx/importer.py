@@ -31,6 +31,7 @@ from ...ir.verifier import verify_program
 from ._dtypes import np_dtype_of, onnx_type_name, onnx_type_of
 from ._import_ops import IMPORTERS
 from ._model import DEFAULT_DOMAINS, ReadModel, read_model
+from ._sizes import MAX_COMPUTED_BYTES, fold_bytes, nbytes
 from ._values import SYM_FOLDERS, Const, Dim, Sym, Unsupported, Value, simplify
 
 if TYPE_CHECKING:
@@ -125,11 +126,26 @@ def _to_array(t: onnx.TensorProto, source: str) -> np.ndarray:
 def _sparse_to_array(s: onnx.SparseTensorProto, source: str) -> np.ndarray:
     values = _to_array(s.values, source)
     idx = _to_array(s.indices, source)
+    where = f"{source}: sparse initializer {s.values.name!r} (dims {list(s.dims)})"
+    size = nbytes(s.dims, values.dtype)
+    if size > MAX_COMPUTED_BYTES:
+        raise FormatError(f"{where}: its dense form would take {size} bytes, more than the "
+                          f"{MAX_COMPUTED_BYTES >> 20} MiB fluid-hw makes at import time; "
+                          "store the tensor dense")
+    if idx.dtype.kind not in "iu" or values.ndim != 1 or idx.ndim not in (1, 2) \
+            or idx.shape[0] != values.shape[0] \
+            or (idx.ndim == 2 and idx.shape[1] != len(s.dims)):
+        raise FormatError(f"{where}: indices {idx.dtype}{list(idx.shape)} do not fit values "
+                          f"{list(values.shape)}; the model is corrupted: export it again")
     dense = np.zeros(tuple(s.dims), dtype=values.dtype)
-    if idx.ndim == 1:
-        dense.reshape(-1)[idx] = values
-    else:
-        dense[tuple(idx.T)] = values
+    try:
+        if idx.ndim == 1:
+            dense.reshape(-1)[idx] = values
+        else:
+            dense[tuple(idx.T)] = values
+    except IndexError:
+        raise FormatError(f"{where}: an index is out of range; the model is corrupted: "
+                          "export it again") from None
     return dense
 
 
@@ -322,6 +338,10 @@ class Importer:
             conv = IMPORTERS.get(node.op_type)
             if conv is None:
                 raise Unsupported("no mapping to fluid-hw ops")
+            for i, v in enumerate(ins):
+                if isinstance(v, Const) and onnx_type_of(v.array.dtype) is None:
+                    raise Unsupported(f"input #{i} ({node.input[i]!r}) is a {v.array.dtype} "
+                                      "constant, a type fluid-hw tensors cannot hold")
             ctx = NodeCtx(self, node, ins, attrs, opset)
             conv.fn(ctx)
             for j, name in enumerate(node.output):
@@ -340,6 +360,15 @@ class Importer:
         present = [v for v in ins if v is not None]
         outs: list[Const | Sym] | None = None
         if all(isinstance(v, Const) for v in present):
+            size = fold_bytes(node.op_type, attrs,
+                              [v.array if isinstance(v, Const) else None for v in ins])
+            if size is None:
+                return False  # its size cannot be known before evaluating it
+            if size > MAX_COMPUTED_BYTES:
+                raise Unsupported(
+                    f"its inputs are all constants, and evaluating it at import time would "
+                    f"make about {size} bytes, more than the {MAX_COMPUTED_BYTES >> 20} MiB "
+                    "fluid-hw computes at import time; check the values of its inputs")
             arrays = self._evaluate(node, ins)
             if arrays is None:
                 return False
@@ -432,7 +461,13 @@ class NodeCtx:
         return c
 
     def ints(self, i: int, what: str) -> list[int]:
-        return [int(v) for v in self.need_const(i, what).reshape(-1)]
+        """Input ``i`` as a list of ints: it must be an integer tensor known at import time."""
+        c = self.need_const(i, what)
+        if c.dtype.kind not in "iu":
+            self.fail(f"{what} (input #{i}, {self.node.input[i]!r}) is a {c.dtype} tensor; "
+                      f"{self.op_type} takes it as int64 (int32 for some inputs): fix the "
+                      "exporter or the model")
+        return [int(v) for v in c.reshape(-1)]
 
     def shape_values(self, i: int, what: str) -> list[Dim]:
         """A shape-like input: ints, with symbols for run-time dims."""
