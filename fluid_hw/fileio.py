@@ -81,6 +81,7 @@ LIMITS: dict[str, int] = {
     "program": 64 * _MiB,  # a serialised ProgramDesc (``__model__``): ops, not weights
     "params": 2 * _GiB,    # one parameter ``.npy``, or one ``.npz`` of parameters
     "data": 2 * _GiB,      # arrays a user feeds (inputs, labels)
+    "onnx": 2 * _GiB,      # an .onnx model (protobuf's limit for one message)
 }
 
 #: Array element kinds a file may hold: bool, signed, unsigned, float, complex.

@@ -241,7 +241,7 @@ def test_size_limit_and_its_override(model: Path, monkeypatch: pytest.MonkeyPatc
 def test_limits_are_stated() -> None:
     assert fileio.read_limit("params") == fileio.LIMITS["params"] == 2 << 30
     assert fileio.read_limit("program") == 64 << 20
-    with pytest.raises(errors.FluidError, match="Known: data, params, program"):
+    with pytest.raises(errors.FluidError, match="Known: data, onnx, params, program"):
         fileio.read_limit("nope")
 
 

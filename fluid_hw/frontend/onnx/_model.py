@@ -26,6 +26,7 @@ import onnx.external_data_helper
 from google.protobuf.message import DecodeError, EncodeError
 
 from ...errors import FormatError
+from ...fileio import read_file
 from ...ir.verifier import MAX_TENSOR_BYTES
 from . import _onnx_worker as worker
 from ._dtypes import np_dtype_of
@@ -59,14 +60,12 @@ class ReadModel:
 
 
 def _read_bytes(path: Path) -> bytes:
+    """The model file: a regular file (a FIFO or device is refused before it is opened
+    for reading) of at most 2 GiB (fileio.read_file, kind ``onnx``)."""
     try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise FormatError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise FormatError(f"{path}: is a folder, expected an .onnx file") from None
-    except OSError as e:
-        raise FormatError(f"{path}: cannot read ({e.strerror})") from None
+        return read_file(path, kind="onnx")
+    except FormatError as e:
+        raise FormatError(f"{e} (an ONNX model file was expected)") from None
 
 
 def _parse(data: bytes, source: str) -> onnx.ModelProto:
