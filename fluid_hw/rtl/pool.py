@@ -13,6 +13,8 @@ pooling is an average pool whose kernel is the whole ``H x W`` image.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
@@ -56,29 +58,36 @@ def maxreduce_model(beats: np.ndarray, group: int) -> np.ndarray:
     return b.reshape(-1, group, b.shape[-1]).max(axis=1)
 
 
-class MaxReduce(Component):
-    """Lane-wise maximum over each group of ``group`` consecutive int8 beats."""
+class _Reduce(Component):
+    """Lane-wise reduction over each group of ``group`` consecutive int8 beats into
+    ``acc_bits``-bit lanes: :meth:`_combine` (first beat of a group, accumulator lane,
+    input lane) -> the new accumulator lane; the result leaves through a skid buffer
+    on the group's last beat, one beat a cycle."""
+
+    acc_bits = 8
 
     def __init__(self, lanes: int, group: int) -> None:
-        if group < 1:
-            raise HardwareConfigError(f"MaxReduce: group must be >= 1, got {group}")
+        if lanes < 1 or group < 1:
+            raise HardwareConfigError(f"{type(self).__name__}: lanes and group must be >= 1, "
+                                      f"got {lanes} and {group}")
         self.lanes, self.group = lanes, group
         super().__init__({"i": In(stream.Signature(8 * lanes)),
-                          "o": Out(stream.Signature(8 * lanes))})
+                          "o": Out(stream.Signature(self.acc_bits * lanes))})
+
+    def _combine(self, m: Module, lane: int, first: Any, a: Any, b: Any) -> Any:
+        raise NotImplementedError
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        m.submodules.skid = skid = SkidBuffer(8 * self.lanes)
-        acc = Signal(8 * self.lanes)
+        w = self.acc_bits
+        m.submodules.skid = skid = SkidBuffer(w * self.lanes)
+        acc = Signal(w * self.lanes)
         cnt = Signal(range(max(2, self.group)))
         last = cnt == self.group - 1
         first = cnt == 0
-        lanes_max = []
-        for lane in range(self.lanes):
-            a = acc.word_select(lane, 8).as_signed()
-            b = self.i.payload.word_select(lane, 8).as_signed()
-            lanes_max.append(Mux(first | (b > a), b, a))
-        result = Cat(*lanes_max)
+        result = Cat(*(self._combine(m, lane, first, acc.word_select(lane, w).as_signed(),
+                                     self.i.payload.word_select(lane, 8).as_signed())
+                       for lane in range(self.lanes)))
         take = self.i.valid & self.i.ready
         m.d.comb += [
             self.i.ready.eq(~last | skid.i.ready),
@@ -89,6 +98,13 @@ class MaxReduce(Component):
             m.d.sync += [acc.eq(result), cnt.eq(Mux(last, 0, cnt + 1))]
         wiring.connect(m, skid.o, wiring.flipped(self.o))
         return m
+
+
+class MaxReduce(_Reduce):
+    """Lane-wise maximum over each group of ``group`` consecutive int8 beats."""
+
+    def _combine(self, m: Module, lane: int, first: Any, a: Any, b: Any) -> Any:
+        return Mux(first | (b > a), b, a)
 
 
 class MaxPool(Component):
@@ -129,45 +145,21 @@ def sumreduce_model(beats: np.ndarray, group: int) -> np.ndarray:
     return b.reshape(-1, group, b.shape[-1]).sum(axis=1)
 
 
-class SumReduce(Component):
+class SumReduce(_Reduce):
     """Lane-wise int32 sum over each group of ``group`` consecutive int8 beats; ``o``
     carries ``lanes`` int32 values, one beat per group, through a skid buffer."""
 
+    acc_bits = 32
+
     def __init__(self, lanes: int, group: int) -> None:
-        if lanes < 1 or group < 1:
-            raise HardwareConfigError(f"SumReduce: lanes and group must be >= 1, got "
-                                      f"{lanes} and {group}")
         if group * 128 >= 2**31:
             raise HardwareConfigError(f"SumReduce: a group of {group} can overflow int32")
-        self.lanes, self.group = lanes, group
-        super().__init__({"i": In(stream.Signature(8 * lanes)),
-                          "o": Out(stream.Signature(32 * lanes))})
+        super().__init__(lanes, group)
 
-    def elaborate(self, platform: object) -> Module:
-        m = Module()
-        m.submodules.skid = skid = SkidBuffer(32 * self.lanes)
-        acc = Signal(32 * self.lanes)
-        cnt = Signal(range(max(2, self.group)))
-        last = cnt == self.group - 1
-        first = cnt == 0
-        sums = []
-        for lane in range(self.lanes):
-            a = acc.word_select(lane, 32).as_signed()
-            b = self.i.payload.word_select(lane, 8).as_signed()
-            s = Signal(32, name=f"sum{lane}")
-            m.d.comb += s.eq(Mux(first, 0, a) + b)
-            sums.append(s)
-        result = Cat(*sums)
-        take = self.i.valid & self.i.ready
-        m.d.comb += [
-            self.i.ready.eq(~last | skid.i.ready),
-            skid.i.valid.eq(self.i.valid & last),
-            skid.i.payload.eq(result),
-        ]
-        with m.If(take):
-            m.d.sync += [acc.eq(result), cnt.eq(Mux(last, 0, cnt + 1))]
-        wiring.connect(m, skid.o, wiring.flipped(self.o))
-        return m
+    def _combine(self, m: Module, lane: int, first: Any, a: Any, b: Any) -> Any:
+        s = Signal(32, name=f"sum{lane}")
+        m.d.comb += s.eq(Mux(first, 0, a) + b)
+        return s
 
 
 class AvgPool(Component):
