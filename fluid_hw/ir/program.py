@@ -278,8 +278,13 @@ class Operator:
     def attr_names(self) -> list[str]:
         return [a.name for a in self.desc.attrs]
 
-    def all_attrs(self) -> dict[str, Any]:
-        return {a.name: _attrs.read(a) for a in self.desc.attrs}
+    def all_attrs(self, with_defaults: bool = False) -> dict[str, Any]:
+        """The stored attributes; ``with_defaults`` adds the schema's default of each
+        one the op does not store (a program loaded from a file may store few)."""
+        out = {a.name: _attrs.read(a) for a in self.desc.attrs}
+        if with_defaults and has_op(self.type):
+            out = get_op(self.type).with_defaults(out)
+        return out
 
     def attr_kind(self, name: str) -> str:
         a = self._attr_msg(name)

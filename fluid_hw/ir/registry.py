@@ -42,14 +42,46 @@ class Attr:
     default: Any = REQUIRED
     allowed: tuple[Any, ...] | None = None
     doc: str = ""
+    #: inclusive bounds on a numeric value (on each element of a list kind); None: open
+    min: float | None = None
+    max: float | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in _attrs.KINDS:
             raise ValueError(f"attr {self.name}: unknown kind {self.kind!r}")
+        if (self.min is not None or self.max is not None) and self.kind not in _NUMERIC:
+            raise ValueError(f"attr {self.name}: a range needs a numeric kind, not {self.kind!r}")
 
     @property
     def required(self) -> bool:
         return self.default is REQUIRED
+
+    def range_text(self) -> str:
+        """The declared range, as a message says it (``>= 1``, ``in [0, 1]``)."""
+        if self.min is not None and self.max is not None:
+            return f"in [{self.min}, {self.max}]"
+        return f">= {self.min}" if self.min is not None else f"<= {self.max}"
+
+    def range_error(self, value: Any) -> str | None:
+        """Why ``value`` is out of the declared range (None when it is within it or
+        there is none).  A list kind's elements are checked one by one."""
+        if self.min is None and self.max is None:
+            return None
+        items = value if isinstance(value, (list, tuple)) else [value]
+        for v in items:
+            try:
+                bad = (self.min is not None and not v >= self.min) or \
+                    (self.max is not None and not v <= self.max)
+            except TypeError:
+                return None  # not a number: the kind check reports it
+            if bad:
+                each = "each element " if isinstance(value, (list, tuple)) else ""
+                return (f"attribute {self.name!r} is {value!r}; {each}must be "
+                        f"{self.range_text()}")
+        return None
+
+
+_NUMERIC = frozenset({"int", "long", "float", "float64", "ints", "longs", "floats"})
 
 
 InferFn = Callable[["InferContext"], None]
@@ -114,12 +146,24 @@ class OpDef:
                     f"op {self.type}: attribute {name!r} is {value!r}; "
                     f"allowed values: {list(a.allowed)}"
                 )
+            why = a.range_error(value)
+            if why is not None:
+                raise OpAttrError(f"op {self.type}: {why}")
             out[name] = value
         for a in self.attrs:
             if a.name not in out:
                 if a.required:
                     raise OpAttrError(f"op {self.type}: required attribute {a.name!r} is missing")
                 out[a.name] = a.default
+        return out
+
+    def with_defaults(self, given: dict[str, Any]) -> dict[str, Any]:
+        """``given`` plus the default of every schema attribute it lacks (no checks):
+        what kernels see of an op loaded from a file that stores only some attributes."""
+        out = dict(given)
+        for a in self.attrs:
+            if a.name not in out and not a.required:
+                out[a.name] = list(a.default) if isinstance(a.default, list) else a.default
         return out
 
 
@@ -310,4 +354,7 @@ def check_attr_for_op(opdef: OpDef, name: str, value: Any) -> str:
         return _attrs.guess_kind(value)
     if not _attrs.check_value(a.kind, value):
         raise OpAttrError(f"op {opdef.type}: attribute {name!r} must be {a.kind}, got {value!r}")
+    why = a.range_error(value)
+    if why is not None:
+        raise OpAttrError(f"op {opdef.type}: {why}")
     return a.kind

@@ -136,3 +136,72 @@ def test_scope_tensor_set_and_read(fresh):
                                   [0, 1, 2])
     child = scope.new_scope()
     assert child.find_var("v") is not None and child.find_var("w") is None
+
+
+def _strip_default_valued_attrs(program):
+    """Drop every attribute stored at its schema default, as a file written by another
+    tool may; returns how many were dropped."""
+    from fluid_hw.ir import attrs as ir_attrs
+    from fluid_hw.ir.registry import get_op
+
+    dropped = 0
+    for op in program.global_block().ops:
+        opdef = get_op(op.type)
+        keep = []
+        for a in op.desc.attrs:
+            d = opdef.attr_def(a.name)
+            if d is not None and not d.required and ir_attrs.read(a) == d.default:
+                dropped += 1
+            else:
+                keep.append(a)
+        del op.desc.attrs[:]
+        for a in keep:
+            op.desc.attrs.add().CopyFrom(a)
+    return dropped
+
+
+def test_loaded_program_without_defaulted_attributes_runs(fresh):
+    # regression (issue 14): kernels saw only stored attributes -> KeyError at run time
+    from fluid_hw.ir.serialization import program_from_bytes, program_to_bytes
+
+    main, startup, _ = fresh
+    x = fluid.layers.data(name="x", shape=[2, 6, 6], dtype="float32")
+    c = fluid.layers.conv2d(x, num_filters=3, filter_size=3, padding=1, act="relu")
+    p = fluid.layers.pool2d(c, pool_size=2, pool_stride=2)
+    out = fluid.layers.softmax(fluid.layers.scale(fluid.layers.fc(p, size=4), scale=0.5))
+    exe = fluid.Executor()
+    exe.run(startup)
+    xv = np.random.default_rng(0).random((2, 2, 6, 6), dtype=np.float32)
+    (want,) = exe.run(main, feed={"x": xv}, fetch_list=[out])
+    bare = main.clone()
+    assert _strip_default_valued_attrs(bare) > 10
+    assert not bare.global_block().ops[0].has_attr("dilations")
+    loaded = program_from_bytes(program_to_bytes(bare))
+    (got,) = fluid.Executor().run(loaded, feed={"x": xv}, fetch_list=[out.name])
+    np.testing.assert_array_equal(got, want)
+
+
+def _array_program():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[3], dtype="float32")
+        y = fluid.layers.data(name="y", shape=[2], dtype="float32")
+        i = fluid.layers.fill_constant([1], "int64", 0)
+        arr = fluid.layers.array_write(x, i)
+        fluid.layers.array_write(y, fluid.layers.increment(i, in_place=False), array=arr)
+    return main, arr
+
+
+def test_fetching_a_tensor_array_gives_a_list_of_its_elements():
+    # regression (issue 14): elements of different shapes raised numpy's ValueError
+    main, arr = _array_program()
+    xv, yv = np.ones((2, 3), np.float32), np.full((2, 2), 2.0, np.float32)
+    feed = {"x": xv, "y": yv}
+    (got,) = fluid.Executor().run(main, feed=feed, fetch_list=[arr], scope=fluid.Scope())
+    assert isinstance(got, list) and len(got) == 2
+    np.testing.assert_array_equal(got[0], xv)
+    np.testing.assert_array_equal(got[1], yv)
+    (lod,) = fluid.Executor().run(main, feed=feed, fetch_list=[arr], scope=fluid.Scope(),
+                                  return_numpy=False)
+    assert [type(t) for t in lod] == [fluid.LoDTensor] * 2
+    np.testing.assert_array_equal(np.array(lod[1]), yv)

@@ -45,7 +45,8 @@ class KernelContext:
         self.op_type = op.type
         self.op_index = index
         self.block_idx = op.block.idx
-        self.attrs: dict[str, Any] = op.all_attrs()
+        #: stored attributes plus schema defaults for those a loaded program lacks
+        self.attrs: dict[str, Any] = op.all_attrs(with_defaults=True)
         self.in_names: dict[str, list[str]] = op.inputs
         self.out_names: dict[str, list[str]] = op.outputs
         self.executor = executor

@@ -249,12 +249,36 @@ class Executor:
         for name, val, persist in zip(fetch_names, results, prep.persistable_fetch):
             if val is None:
                 raise FetchError(f"fetch target {name!r} was never computed")
-            if return_numpy:
-                arr = val.data if isinstance(val, LoDTensor) else np.asarray(val)
-                out.append(arr.copy() if persist else arr)
-            else:
-                out.append(val if isinstance(val, LoDTensor) else LoDTensor(val))
+            out.append(fetch_value(name, val, return_numpy, persist))
         return out
+
+
+def fetch_value(name: str, val: Any, return_numpy: bool, copy: bool = False) -> Any:
+    """What ``run`` returns for fetch target ``name`` holding ``val``.
+
+    A tensor is a numpy array (``return_numpy``) or a :class:`LoDTensor`; a LoD tensor
+    array (a list in the scope) is, as in Fluid, a list of those, one per element.
+    ``copy``: the value is persistable, so the caller gets a copy, not the scope's own.
+    """
+    if isinstance(val, list):
+        return [fetch_value(f"{name}[{i}]", v, return_numpy, copy) for i, v in enumerate(val)]
+    if isinstance(val, LoDTensor):
+        if val.data is None:
+            raise FetchError(f"fetch target {name!r} holds an empty LoDTensor (no data)")
+        if not return_numpy:
+            return val
+        return val.data.copy() if copy else val.data
+    try:
+        arr = np.asarray(val)
+    except (ValueError, TypeError) as e:
+        raise FetchError(f"fetch target {name!r} holds a {type(val).__name__}, which is "
+                         f"not a tensor ({e})") from None
+    if arr.dtype == object:
+        raise FetchError(f"fetch target {name!r} holds a {type(val).__name__}, which is "
+                         "not a tensor")
+    if return_numpy:
+        return arr.copy() if copy and arr is val else arr
+    return LoDTensor(arr)
 
 
 def _target_name(t: Any) -> str:
