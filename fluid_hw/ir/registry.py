@@ -59,8 +59,8 @@ class Attr:
     def range_text(self) -> str:
         """The declared range, as a message says it (``>= 1``, ``in [0, 1]``)."""
         if self.min is not None and self.max is not None:
-            return f"in [{self.min}, {self.max}]"
-        return f">= {self.min}" if self.min is not None else f"<= {self.max}"
+            return f"in [{self.min:g}, {self.max:g}]"
+        return f">= {self.min:g}" if self.min is not None else f"<= {self.max:g}"
 
     def range_error(self, value: Any) -> str | None:
         """Why ``value`` is out of the declared range (None when it is within it or
@@ -75,9 +75,9 @@ class Attr:
             except TypeError:
                 return None  # not a number: the kind check reports it
             if bad:
-                each = "each element " if isinstance(value, (list, tuple)) else ""
-                return (f"attribute {self.name!r} is {value!r}; {each}must be "
-                        f"{self.range_text()}")
+                each = "each element of " if isinstance(value, (list, tuple)) else ""
+                return (f"attribute {self.name!r} = {value!r} is out of range: "
+                        f"{each}{self.name} must be {self.range_text()}")
         return None
 
 

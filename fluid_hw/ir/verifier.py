@@ -125,6 +125,9 @@ def verify_op(block: Block, index: int) -> None:
         if ad is not None and ad.allowed is not None and _attrs.read(a) not in ad.allowed:
             raise VerifyError(f"{where}: attribute {a.name!r}={_attrs.read(a)!r} not in "
                               f"{list(ad.allowed)}")
+        why = ad.range_error(_attrs.read(a)) if ad is not None else None
+        if why is not None:
+            raise VerifyError(f"{where}: {why}")
         if kind in ("block", "blocks"):
             idxs = [a.block_idx] if kind == "block" else list(a.blocks_idx)
             for bi in idxs:

@@ -59,7 +59,7 @@ def _check_bias(ctx: InferContext, channels: int, what: str) -> None:
     [Slot("Input", doc="[..., K...]: flattened to rows x K at in_num_col_dims"),
      Slot("W", doc="[K, C]"), Slot("Bias", dispensable=True, doc="[C] or [1, C]")],
     [Slot("Out", doc="Input.shape[:in_num_col_dims] + [C]")],
-    [Attr("in_num_col_dims", "int", 1, doc="dims of Input before it become rows"),
+    [Attr("in_num_col_dims", "int", 1, doc="dims of Input before it become rows", min=1),
      Attr("activation_type", "string", "", allowed=FC_ACTIVATIONS,
           doc="applied last; '' for none")],
     doc="""Out = act(flatten(Input, in_num_col_dims) @ W + Bias): mul + elementwise_add

@@ -94,7 +94,7 @@ define_default_grad("read_from_array", uses=("I",), in_grads=("X",))
 
 # -- rank tables ---------------------------------------------------------------------------
 
-@define_op("lod_rank_table", ["X"], ["Out"], [Attr("level", "int", 0)],
+@define_op("lod_rank_table", ["X"], ["Out"], [Attr("level", "int", 0, min=0)],
            doc="Out = the sequences of X's LoD level `level` sorted by length, longest "
            "first (ties keep their order).")
 def _lod_rank_table(ctx: InferContext) -> None:
@@ -235,9 +235,9 @@ define_default_grad("tensor_array_to_tensor", uses=("X",), out_grads=("Out",),
 # -- batch-sized constants -------------------------------------------------------------------
 
 @define_op("fill_constant_batch_size_like", ["Input"], ["Out"],
-           [Attr("shape", "ints"), Attr("dtype", "int", int(VarType.FP32)),
-            Attr("value", "float", 0.0), Attr("input_dim_idx", "int", 0),
-            Attr("output_dim_idx", "int", 0)],
+           [Attr("shape", "ints", min=-1), Attr("dtype", "int", int(VarType.FP32)),
+            Attr("value", "float", 0.0), Attr("input_dim_idx", "int", 0, min=0),
+            Attr("output_dim_idx", "int", 0, min=0)],
            doc="Out = a tensor of `shape` filled with `value`, whose dim output_dim_idx is "
            "Input's dim input_dim_idx (the batch size): RNN memories' initial state.")
 def _fill_batch_like(ctx: InferContext) -> None:

@@ -115,7 +115,7 @@ def _infer_accuracy(ctx: InferContext) -> None:
 @define_op(
     "top_k", ["X"], [Slot("Out", doc="[..., k] largest values"),
                      Slot("Indices", doc="int64 [..., k] their positions")],
-    [Attr("k", "int", 1)],
+    [Attr("k", "int", 1, min=1)],
     doc="The k largest entries along the last axis, sorted descending; equal values "
     "keep their order (the lower index first).",
 )

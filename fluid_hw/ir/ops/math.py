@@ -18,7 +18,7 @@ from .common import flatten_to_2d, merge_dim
 
 @define_op(
     "mul", ["X", "Y"], ["Out"],
-    [Attr("x_num_col_dims", "int", 1), Attr("y_num_col_dims", "int", 1)],
+    [Attr("x_num_col_dims", "int", 1, min=1), Attr("y_num_col_dims", "int", 1, min=1)],
     doc="Out = flatten(X, x_num_col_dims) @ flatten(Y, y_num_col_dims); "
     "Out's shape is X.shape[:x_num_col_dims] + Y.shape[y_num_col_dims:].",
 )

@@ -101,11 +101,12 @@ def _geometry(ctx: InferContext, *args: object, **kw: object) -> tuple[list[int]
 # -- convolution -------------------------------------------------------------
 
 _CONV_ATTRS = (
-    Attr("strides", "ints", [1, 1], doc="[stride_h, stride_w]"),
+    Attr("strides", "ints", [1, 1], doc="[stride_h, stride_w]", min=1),
     Attr("paddings", "ints", [0, 0],
-         doc="[pad_h, pad_w] or [top, bottom, left, right] (EXPLICIT only)"),
-    Attr("dilations", "ints", [1, 1], doc="[dilation_h, dilation_w]"),
-    Attr("groups", "int", 1, doc="input and output channels are split into this many groups"),
+         doc="[pad_h, pad_w] or [top, bottom, left, right] (EXPLICIT only)", min=0),
+    Attr("dilations", "ints", [1, 1], doc="[dilation_h, dilation_w]", min=1),
+    Attr("groups", "int", 1, doc="input and output channels are split into this many groups",
+         min=1),
     Attr("padding_algorithm", "string", "EXPLICIT", allowed=PADDING_ALGORITHMS),
     Attr("data_format", "string", "NCHW", allowed=("NCHW", "AnyLayout"),
          doc="only NCHW is implemented (AnyLayout means NCHW); transpose NHWC data first"),
@@ -172,10 +173,11 @@ for _conv in ("conv2d", "depthwise_conv2d"):
     "pool2d", [Slot("X", doc="[N, C, H, W]")], [Slot("Out", doc="[N, C, OH, OW]")],
     [
         Attr("pooling_type", "string", "max", allowed=("max", "avg")),
-        Attr("ksize", "ints", doc="[kh, kw]; the output size when adaptive"),
+        Attr("ksize", "ints", doc="[kh, kw]; the output size when adaptive", min=1),
         Attr("global_pooling", "bool", False, doc="pool the whole H x W (ksize, paddings ignored)"),
-        Attr("strides", "ints", [1, 1]),
-        Attr("paddings", "ints", [0, 0], doc="[pad_h, pad_w] or [top, bottom, left, right]"),
+        Attr("strides", "ints", [1, 1], min=1),
+        Attr("paddings", "ints", [0, 0], doc="[pad_h, pad_w] or [top, bottom, left, right]",
+             min=0),
         Attr("exclusive", "bool", True, doc="avg: divide by the real (unpadded) cells only"),
         Attr("adaptive", "bool", False, doc="ksize is the output size; bins as in Fluid"),
         Attr("ceil_mode", "bool", False, doc="round the output size up"),
@@ -228,7 +230,8 @@ def _infer_pool(ctx: InferContext) -> None:
      Slot("SavedVariance", intermediate=True, doc="1/sqrt(batch var + epsilon), for backward")],
     [
         Attr("momentum", "float", 0.9),
-        Attr("epsilon", "float", 1e-5, doc="0 <= epsilon <= 1e-3, as Fluid enforces"),
+        Attr("epsilon", "float", 1e-5, doc="0 <= epsilon <= 1e-3, as Fluid enforces",
+             min=0.0, max=1e-3),
         Attr("is_test", "bool", False, doc="use the running statistics; Program.clone(for_test) "
                                           "sets it"),
         Attr("data_layout", "string", "NCHW", allowed=("NCHW", "NHWC", "AnyLayout")),
@@ -274,7 +277,8 @@ def _infer_batch_norm(ctx: InferContext) -> None:
 @define_op(
     "dropout", ["X"], ["Out", Slot("Mask", intermediate=True, doc="uint8, 1 = kept")],
     [
-        Attr("dropout_prob", "float", 0.5, doc="probability of dropping a cell, in [0, 1]"),
+        Attr("dropout_prob", "float", 0.5, doc="probability of dropping a cell, in [0, 1]",
+             min=0.0, max=1.0),
         Attr("is_test", "bool", False),
         Attr("fix_seed", "bool", False, doc="use `seed`; else the executor's random stream"),
         Attr("seed", "int", 0),

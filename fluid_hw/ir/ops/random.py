@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..registry import Attr, InferContext, define_op
 
-_SHAPE_DTYPE = (Attr("shape", "longs", doc="output shape"), Attr("dtype", "int", 5, doc="VarType"))
+_SHAPE_DTYPE = (Attr("shape", "longs", doc="output shape", min=0),
+                Attr("dtype", "int", 5, doc="VarType"))
 
 
 def _from_attrs(ctx: InferContext) -> None:

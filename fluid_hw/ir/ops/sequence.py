@@ -91,7 +91,7 @@ def _sequence_concat(ctx: InferContext) -> None:
     ctx.set_output("Out", [-1, *xs[0].shape[1:]], xs[0].dtype, lod_level=xs[0].lod_level)
 
 
-@define_op("sequence_reshape", ["X"], ["Out"], [Attr("new_dim", "int")],
+@define_op("sequence_reshape", ["X"], ["Out"], [Attr("new_dim", "int", min=1)],
            doc="Each sequence's data re-cut into rows of new_dim columns (its length "
            "scales by width / new_dim).")
 def _sequence_reshape(ctx: InferContext) -> None:
@@ -105,7 +105,7 @@ def _sequence_reshape(ctx: InferContext) -> None:
 # -- context convolution -------------------------------------------------------------------
 
 @define_op("sequence_conv", ["X", "Filter", Slot("PaddingData", dispensable=True)], ["Out"],
-           [Attr("contextLength", "int"), Attr("contextStart", "int", 0),
+           [Attr("contextLength", "int", min=1), Attr("contextStart", "int", 0),
             Attr("contextStride", "int", 1, allowed=(1,)),
             Attr("paddingTrainable", "bool", False)],
            doc="Out[t] = concat(X[t + contextStart .. t + contextStart + contextLength - 1]) "

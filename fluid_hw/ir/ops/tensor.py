@@ -83,7 +83,7 @@ ASSIGN_VALUE_ATTRS = {int(dtypes.VarType.FP32): "fp32_values",
 
 @define_op(
     "assign_value", [], ["Out"],
-    [Attr("shape", "ints"), Attr("dtype", "int", allowed=tuple(ASSIGN_VALUE_ATTRS)),
+    [Attr("shape", "ints", min=0), Attr("dtype", "int", allowed=tuple(ASSIGN_VALUE_ATTRS)),
      Attr("fp32_values", "floats", []), Attr("int32_values", "ints", [])],
     doc="Out = a constant tensor of `shape` whose values are stored in the attributes.",
 )
@@ -139,7 +139,7 @@ def reshape_shape(x: Sequence[int], shape: Sequence[int]) -> list[int]:
 
 @define_op(
     "reshape2", ["X"], ["Out", _XSHAPE],
-    [Attr("shape", "ints", doc="new shape; 0 copies X's dim, one -1 is inferred")],
+    [Attr("shape", "ints", doc="new shape; 0 copies X's dim, one -1 is inferred", min=-1)],
     doc="Out = X with a new shape (same elements in the same order).",
 )
 def _reshape2(ctx: InferContext) -> None:
@@ -236,8 +236,8 @@ def split_sizes(dim: int, num: int, sections: Sequence[int], n_out: int | None =
 
 @define_op(
     "split", ["X"], [Slot("Out", duplicable=True)],
-    [Attr("num", "int", 0, doc="split into num equal pieces (or use sections)"),
-     Attr("sections", "ints", [], doc="piece sizes; one may be -1 (the rest)"),
+    [Attr("num", "int", 0, doc="split into num equal pieces (or use sections)", min=0),
+     Attr("sections", "ints", [], doc="piece sizes; one may be -1 (the rest)", min=-1),
      Attr("axis", "int", 0, doc="negative counts from the end")],
     doc="Out[i] = the i-th piece of X along `axis`.",
 )
