@@ -13,9 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import FluidError
 from ..ir import framework_pb2 as pb
 from ..ir.grad import EMPTY_VAR_NAME
 from ..ir.program import Block, Operator, Program, Variable, VarType
+from ..ir.scope import Scope
 from .base import ParamStore, PassContext, get_value, set_value
 
 #: op types whose running has an effect besides their outputs
@@ -229,6 +231,14 @@ def fresh_name(block: Block, base: str, store: ParamStore | None = None,
         i += 1
 
 
+def drop_value(store: ParamStore, name: str) -> None:
+    """Remove ``name``'s value from ``store`` (a Scope or a dict)."""
+    if isinstance(store, Scope):
+        store.vars.pop(name, None)
+    else:
+        store.pop(name, None)
+
+
 def add_param(block: Block, store: ParamStore, base: str, value: np.ndarray,
               like: Variable | None = None, exact: bool = False, parameter: bool = True) -> str:
     """A new persistable variable holding ``value`` (written into ``store``), named
@@ -290,6 +300,36 @@ def _replaceable(g: BlockGraph, m: Match) -> bool:
     return True
 
 
+def _apply_match(g: BlockGraph, m: Match, ctx: PassContext) -> bool:
+    """Put ``m``'s specs in place of its ops.  When the specs cannot be built (their
+    attributes or shape inference refuse what the program declares: the verifier does
+    not re-infer shapes, so a program it accepts may be inconsistent), the block and the
+    scope are left as they were and False is returned: the match is skipped."""
+    block = g.block
+    saved = pb.BlockDesc.FromString(block.desc.SerializeToString())
+    added = [n for n, _, _ in m.new_params
+             if ctx.scope is not None and get_value(ctx.scope, n) is None]
+    try:
+        for name, value, like in m.new_params:
+            assert ctx.scope is not None
+            add_param(block, ctx.scope, name, value, like, exact=True)
+        last = max(m.ops)
+        items: list = []
+        for k, op in enumerate(block.ops):
+            if k == last:
+                items += m.specs
+            elif k not in m.ops:
+                items.append(op.desc)
+        rebuild_block(block, items)
+    except FluidError:
+        block.desc.CopyFrom(saved)
+        block._sync_with_desc()
+        for n in added:
+            drop_value(ctx.scope, n)  # type: ignore[arg-type]
+        return False
+    return True
+
+
 def fuse_matches(program: Program, ctx: PassContext, matcher: Matcher) -> bool:
     """Replace every match of ``matcher`` (tried at each op in turn) by its specs."""
     changed = False
@@ -304,19 +344,12 @@ def fuse_matches(program: Program, ctx: PassContext, matcher: Matcher) -> bool:
             i += 1
             continue
         kept = {n for s in m.specs for ns in s.outputs.values() for n in ns}
-        dropped |= {n for k in m.ops for n in g.op(k).output_arg_names} - kept
-        dropped |= {n for k in m.ops for n in g.op(k).input_arg_names}
-        for name, value, like in m.new_params:
-            assert ctx.scope is not None
-            add_param(g.block, ctx.scope, name, value, like, exact=True)
-        last = max(m.ops)
-        items: list = []
-        for k, op in enumerate(g.block.ops):
-            if k == last:
-                items += m.specs
-            elif k not in m.ops:
-                items.append(op.desc)
-        rebuild_block(g.block, items)
+        gone = {n for k in m.ops for n in g.op(k).output_arg_names} - kept
+        gone |= {n for k in m.ops for n in g.op(k).input_arg_names}
+        if not _apply_match(g, m, ctx):
+            i += 1
+            continue
+        dropped |= gone
         changed = True
     remove_unused_vars(program, ctx, dropped)
     return changed

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.program import Operator, Program
+from ..ir import dtypes
+from ..ir.program import Operator, Program, Variable
 from ._graph import BlockGraph, Match, OpSpec, attrs_of, fresh_name, fuse_matches
 from .base import Pass, PassContext, get_value, register_pass
 
@@ -72,12 +73,17 @@ def _match(g: BlockGraph, i: int, ctx: PassContext) -> Match | None:
     if w is None or any(v is None for v in vals) or (
             b0_name is not None and get_value(store, b0_name) is None):
         return None
-    gamma, beta, mean, var = (np.asarray(v, np.float64) for v in vals)
-    if w.shape[0] != gamma.shape[0]:
+    b0 = None if b0_name is None else get_value(store, b0_name)
+    if not _foldable(w, g.var(w_name), [*vals, *([b0] if b0 is not None else [])]):
         return None
-    a = gamma / np.sqrt(var + bn.attr("epsilon"))
-    b0 = np.zeros_like(a) if b0_name is None else \
-        np.asarray(get_value(store, b0_name), np.float64)
+    gamma, beta, mean, var = (np.asarray(v, np.float64) for v in vals)
+    denom = var + bn.attr("epsilon")
+    if not np.all(denom > 0):
+        return None  # a zero or negative variance: nothing finite to fold
+    a = gamma / np.sqrt(denom)
+    if not np.all(np.isfinite(a)):
+        return None
+    b0 = np.zeros_like(a) if b0 is None else np.asarray(b0, np.float64)
     new_w = (w.astype(np.float64) * a.reshape(-1, 1, 1, 1)).astype(w.dtype)
     new_b = ((b0 - mean) * a + beta).astype(w.dtype)
     w_new = fresh_name(g.block, f"{w_name}.bn_fused", store, new_w)
@@ -90,6 +96,16 @@ def _match(g: BlockGraph, i: int, ctx: PassContext) -> Match | None:
         OpSpec("elementwise_add", {"X": [conv_out], "Y": [b_new]}, {"Out": [y]}, {"axis": 1}),
     ]
     return Match(ops, specs, [(w_new, new_w, g.var(w_name)), (b_new, new_b, g.var(params[1]))])
+
+
+def _foldable(w: np.ndarray, w_var: Variable | None, vectors: list[np.ndarray]) -> bool:
+    """The values can be folded: a 4-D float filter of the dtype its variable declares,
+    and per-output-channel vectors of its length (a program the verifier accepts may
+    declare or hold anything else; the pass then leaves it as it is)."""
+    if w.ndim != 4 or w.dtype.kind != "f" or w_var is None or \
+            w_var.dtype not in dtypes.TENSOR_DTYPES or dtypes.to_numpy(w_var.dtype) != w.dtype:
+        return False
+    return all(v.shape == (w.shape[0],) and v.dtype.kind in "fiu" for v in vectors)
 
 
 def _written_back(bn: Operator, name: str) -> bool:

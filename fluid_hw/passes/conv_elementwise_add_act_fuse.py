@@ -38,7 +38,8 @@ def match_conv_add_act(g: BlockGraph, i: int,
     if add.type != "elementwise_add" or add.input("X") != [c] or add.attr("axis") != 1:
         return None
     b = g.var(add.input("Y")[0])
-    if b is None or list(b.shape) != [filt.shape[0]] or filt.shape[0] < 0:
+    if b is None or len(filt.shape) != 4 or list(b.shape) != [filt.shape[0]] or \
+            filt.shape[0] < 0:
         return None
     ops, out, act = [i, j], add.output("Out")[0], "identity"
     a = g.only_consumer(out)

@@ -73,3 +73,39 @@ def test_conv_bn_fuse_needs_the_parameters():
     _, changed = get_pass("conv_bn_fuse").apply(_before(False).program,
                                                 PassContext(scope={}, fetch_names=["y"]))
     assert not changed
+
+
+def _unchanged(n, scope):
+    before = set(scope.vars)
+    out, changed = get_pass("conv_bn_fuse").apply(n.program, PassContext(scope=scope,
+                                                                       fetch_names=["y"]))
+    assert not changed and set(scope.vars) == before
+    assert_structure(out, n.program)
+
+
+@pytest.mark.parametrize("bad", ["scalar_filter", "short_gamma", "bias_length",
+                                 "int_filter", "zero_variance"])
+def test_values_that_cannot_fold_are_left_alone(bad):
+    # regression (issue 14): verified programs whose values do not fit crashed the pass
+    # (IndexError on a 0-d filter, numpy broadcast errors, division by zero)
+    n = _before(conv_bias=True)
+    scope = n.scope()
+    if bad == "scalar_filter":
+        scope.vars["w"] = np.float32(2.0)
+    elif bad == "short_gamma":
+        scope.vars["gamma"] = np.ones(2, np.float32)
+    elif bad == "bias_length":
+        scope.vars["b0"] = np.ones(5, np.float32)
+    elif bad == "int_filter":
+        scope.vars["w"] = scope.vars["w"].astype(np.int32)
+    else:
+        scope.vars["var"] = np.zeros(3, np.float32)
+    _unchanged(n, scope)
+
+
+def test_declared_shapes_the_fused_ops_refuse_are_left_alone():
+    # regression (issue 14): the verifier does not re-infer shapes, so a program may
+    # declare an input the rebuilt conv2d refuses: ShapeError came out of the pass
+    n = _before(conv_bias=False)
+    n.block.var("x").desc_shape = []
+    _unchanged(n, n.scope())

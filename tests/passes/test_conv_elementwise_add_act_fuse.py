@@ -41,3 +41,24 @@ def test_a_bias_on_another_axis_is_not_fused():
     _, changed = get_pass("conv_elementwise_add_act_fuse").apply(
         n.program, PassContext(fetch_names=["y"]))
     assert not changed
+
+
+@pytest.mark.parametrize("bad", ["filter_rank", "input_rank"])
+def test_declared_shapes_that_cannot_fuse_are_left_alone(bad):
+    # regression (issue 14): verified programs the pass crashed on (IndexError on a
+    # filter declared with no dims; ShapeError from building conv2d_fusion)
+    n = Net()
+    n.data("x", [-1, 2, 5, 5])
+    n.param("w", [3, 2, 3, 3])
+    n.param("b", [3])
+    n.op("conv2d", {"Input": "x", "Filter": "w"}, {"Output": "c"})
+    n.op("elementwise_add", {"X": "c", "Y": "b"}, {"Out": "t"}, {"axis": 1})
+    n.op("relu", {"X": "t"}, {"Out": "y"})
+    if bad == "filter_rank":
+        n.block.var("w").desc_shape = []
+    else:
+        n.block.var("x").desc_shape = [2]
+    out, changed = get_pass("conv_elementwise_add_act_fuse").apply(
+        n.program, PassContext(fetch_names=["y"]))
+    assert not changed
+    assert_structure(out, n.program)
