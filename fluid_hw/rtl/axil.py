@@ -6,7 +6,10 @@ The block stores nothing of the registers themselves: for each register it has
 * ``w_<name>`` / ``we_<name>`` (out, writable registers): the data of a write (merged
   with the current value under ``wstrb`` for ``rw`` registers) and a one-cycle strobe;
 * ``re_<name>`` (out): a one-cycle strobe when the register is read (e.g. to latch the
-  high word of a 64-bit counter).
+  high word of a 64-bit counter);
+* ``wok_<name>`` (in, only for the writable registers named in ``checked``): the
+  design's verdict on the pending write (combinational, from ``w_<name>`` and its own
+  state); 0 answers SLVERR and gives no ``we_<name>`` strobe, so nothing is written.
 
 Write address and data are each accepted into a holding register as soon as they
 come (``awready = ~aw_held``, ``wready = ~w_held``), so they may arrive in either
@@ -23,7 +26,7 @@ from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ._util import Component
+from ._util import Component, HardwareConfigError
 from .regmap import OKAY, SLVERR, Register
 
 __all__ = ["AXILiteSignature", "AXILiteRegisters", "AXILiteModel"]
@@ -48,10 +51,12 @@ class AXILiteModel:
     """Behavioural model: responses and effects of accesses, given read values."""
 
     def __init__(self, regs: Sequence[Register], addr_width: int = 12,
-                 read_value: Callable[[str], int] | None = None) -> None:
+                 read_value: Callable[[str], int] | None = None,
+                 write_ok: Callable[[str, int], bool] | None = None) -> None:
         self.by_word = {r.offset >> 2: r for r in regs}
         self.addr_width = addr_width
         self.read_value = read_value or (lambda name: 0)
+        self.write_ok = write_ok or (lambda name, data: True)
         self.writes: list[tuple[str, int]] = []
 
     def _reg(self, addr: int) -> Register | None:
@@ -70,17 +75,27 @@ class AXILiteModel:
         mask = _strb_mask(strb)
         if r.access == "rw":
             data = (self.read_value(r.name) & ~mask) | (data & mask)
+        if not self.write_ok(r.name, data & 0xFFFFFFFF):
+            return SLVERR
         self.writes.append((r.name, data & 0xFFFFFFFF))
         return OKAY
 
 
 class AXILiteRegisters(Component):
     """AXI4-Lite slave for ``regs``; ``bus`` is the slave side of
-    :func:`AXILiteSignature`."""
+    :func:`AXILiteSignature`; ``checked``: names of writable registers whose writes the
+    design validates through ``wok_<name>``."""
 
-    def __init__(self, regs: Sequence[Register], addr_width: int = 12) -> None:
+    def __init__(self, regs: Sequence[Register], addr_width: int = 12,
+                 checked: Sequence[str] = ()) -> None:
         self.regs = tuple(regs)
         self.addr_width = addr_width
+        writable = {r.name for r in self.regs if r.writable}
+        bad = sorted(set(checked) - writable)
+        if bad:
+            raise HardwareConfigError(f"AXI4-Lite registers: {bad} in checked are not "
+                                      f"writable registers; writable: {sorted(writable)}")
+        self.checked = frozenset(checked)
         members: dict[str, object] = {"bus": In(AXILiteSignature(addr_width))}
         for r in self.regs:
             n = r.name.lower()
@@ -89,6 +104,8 @@ class AXILiteRegisters(Component):
             if r.writable:
                 members[f"w_{n}"] = Out(32)
                 members[f"we_{n}"] = Out(1)
+                if r.name in self.checked:
+                    members[f"wok_{n}"] = In(1)
             members[f"re_{n}"] = Out(1)
         super().__init__(members)
 
@@ -115,13 +132,14 @@ class AXILiteRegisters(Component):
         for r in self.regs:
             n = r.name.lower()
             hit = word == (r.offset >> 2)
+            accept = getattr(self, f"wok_{n}") if r.name in self.checked else 1
             with m.If(hit):
                 if r.access == "rw":
-                    m.d.comb += resp.eq(OKAY)
+                    m.d.comb += resp.eq(Mux(accept, OKAY, SLVERR))
                 elif r.access == "wo":
-                    m.d.comb += resp.eq(Mux(w_strb == 0xF, OKAY, SLVERR))
+                    m.d.comb += resp.eq(Mux((w_strb == 0xF) & accept, OKAY, SLVERR))
             if r.writable:
-                ok = hit & ((w_strb == 0xF) if r.access == "wo" else 1)
+                ok = hit & ((w_strb == 0xF) if r.access == "wo" else 1) & accept
                 m.d.comb += getattr(self, f"we_{n}").eq(do_write & ok)
                 if r.access == "rw":
                     cur = getattr(self, f"r_{n}")

@@ -7,8 +7,13 @@ generated ``registers.md`` and ``registers.h`` (:func:`emit_markdown`,
 Rules of the bus (also written into ``registers.md``): 32-bit registers at
 word-aligned byte offsets (address bits 1..0 are ignored); write address and data
 may come in either order; every access is answered -- OKAY, or SLVERR for an
-unmapped address, a write to a read-only register, or a write to a write-only
-register with ``wstrb != 0b1111``.  Write-only registers read as 0.
+unmapped address, a write to a read-only register, a write to a write-only
+register with ``wstrb != 0b1111``, or a PARAM_DATA write whose PARAM_ADDR is in no
+parameter segment.  Write-only registers read as 0.
+
+:data:`VERSION` is (major, minor): the major number changes when a register moves or
+changes meaning (an old host would misread the device), the minor one when something
+is added or a behaviour is tightened that an old host still works with.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ __all__ = ["Field", "Register", "register_map", "ACCEL_ID", "VERSION", "emit_mar
            "emit_c_header", "design_constants", "OKAY", "SLVERR"]
 
 ACCEL_ID = 0x464C4857  # "FLHW"
-VERSION = (1, 0)
+VERSION = (1, 1)  # 1.1: STATUS.DROPPING, SLVERR for PARAM_DATA off a segment
 OKAY, SLVERR = 0, 2
 
 
@@ -74,24 +79,34 @@ _COMMON: tuple[Register, ...] = (
     Register("CONTROL", 0x10, "rw", "Control.", 1,
              (Field("ENABLE", 0, 1, "accept input (s_axis_tready is held low while 0); "
                                    "resets to 1"),
-              Field("SOFT_RESET", 1, 1, "write 1: flush the datapath and clear the counters "
-                                        "(weights are kept); reads 0"),
-              Field("CLEAR_COUNTERS", 2, 1, "write 1: clear the counters; reads 0"))),
-    Register("STATUS", 0x14, "ro", "Status.", 0,
-             (Field("BUSY", 0, 1, "an input vector has been (partly) accepted whose output "
-                                  "has not been fully sent"),
-              Field("DONE", 1, 1, "not busy, and at least one inference completed"),
+              Field("SOFT_RESET", 1, 1, "write 1: discard every item in the datapath, clear "
+                                        "the counters and STATUS flags (weights are kept; "
+                                        "packets stay whole, see below); reads 0"),
+              Field("CLEAR_COUNTERS", 2, 1, "write 1: clear the counters and STATUS.DONE "
+                                            "(items in flight and TLAST_ERROR are kept); "
+                                            "reads 0"))),
+    Register("STATUS", 0x14, "ro", "Status.", 0x4,
+             (Field("BUSY", 0, 1, "an input packet has been (partly) accepted whose output "
+                                  "packet has not been fully sent, or SOFT_RESET is still "
+                                  "completing an output packet"),
+              Field("DONE", 1, 1, "not busy, and an output packet completed since the last "
+                                  "reset, SOFT_RESET or CLEAR_COUNTERS"),
               Field("ENABLED", 2, 1, "CONTROL.ENABLE"),
               Field("TLAST_ERROR", 3, 1, "sticky: s_axis_tlast was seen off, or missing at, "
-                                         "the last beat of an input vector"))),
+                                         "the last beat of an input packet; cleared by "
+                                         "SOFT_RESET"),
+              Field("DROPPING", 4, 1, "the rest of an input packet cut by SOFT_RESET is "
+                                      "being taken and discarded"))),
     Register("IN_FORMAT", 0x18, "ro", "Input stream format.", 0, _fmt("input")),
     Register("OUT_FORMAT", 0x1C, "ro", "Output stream format.", 0, _fmt("output")),
     Register("CYCLES_LO", 0x20, "ro",
              "Clock cycles since reset or clear, low word; reading it latches CYCLES_HI."),
     Register("CYCLES_HI", 0x24, "ro", "High word of the cycle count latched by CYCLES_LO."),
     Register("BUSY_CYCLES", 0x28, "ro", "Cycles with STATUS.BUSY set."),
-    Register("INFERENCES", 0x2C, "ro", "Output vectors completed (beats with m_axis_tlast)."),
-    Register("INPUTS", 0x30, "ro", "Input vectors accepted."),
+    Register("INFERENCES", 0x2C, "ro",
+             "Output packets completed (beats with m_axis_tlast taken), not counting those "
+             "SOFT_RESET completed."),
+    Register("INPUTS", 0x30, "ro", "Input packets accepted (their last beat)."),
     Register("IN_STALL_CYCLES", 0x34, "ro",
              "Cycles with s_axis_tvalid high and s_axis_tready low (the accelerator holds "
              "the source back)."),
@@ -108,9 +123,12 @@ _COMMON: tuple[Register, ...] = (
 
 _PARAM: tuple[Register, ...] = (
     Register("PARAM_ADDR", 0x44, "rw",
-             "Word address of the next PARAM_DATA write; increments after each one."),
+             "Word address of the next PARAM_DATA write; increments after each accepted "
+             "one."),
     Register("PARAM_DATA", 0x48, "wo",
-             "Runtime parameter load window: writes the word at PARAM_ADDR. Load only while "
+             "Runtime parameter load window: writes the word at PARAM_ADDR. SLVERR, and "
+             "nothing written (PARAM_ADDR unchanged), where PARAM_ADDR is in no segment "
+             "(a gap between segments, or at or beyond PARAM_WORDS). Load only while "
              "STATUS.BUSY is clear."),
 )
 
@@ -144,9 +162,16 @@ def emit_markdown(regs: Sequence[Register], info: dict[str, Any]) -> str:
              f"Design hash `{info.get('design_hash', '')}`.", "",
              "Bus rules: word-aligned offsets (address bits 1..0 ignored); AW and W may "
              "arrive in either order; every access gets a response: OKAY, or SLVERR for "
-             "an unmapped address, a write to a read-only register, or a partial "
-             "(`wstrb != 0xF`) write to a write-only register. Write-only registers read "
-             "as 0. 64-bit counters: read `_LO` first, it latches `_HI`.", "",
+             "an unmapped address, a write to a read-only register, a partial "
+             "(`wstrb != 0xF`) write to a write-only register, or a PARAM_DATA write "
+             "whose PARAM_ADDR is in no parameter segment; a write answered SLVERR "
+             "changes nothing. Write-only registers read as 0. 64-bit counters: read "
+             "`_LO` first, it latches `_HI`.", "",
+             "Reset: `rst` is active high and synchronous (sampled on the rising edge of "
+             "`clk`; hold it for at least one cycle). It puts every register at the "
+             "reset value below, empties the datapath and drops the AXI4-Lite and "
+             "AXI4-Stream handshakes; the weight memories keep their contents (runtime "
+             "weights are loaded once after configuration, not after every reset).", "",
              "| offset | name | access | reset / value | description |",
              "| --- | --- | --- | --- | --- |"]
     const = design_constants(info)
@@ -160,21 +185,62 @@ def emit_markdown(regs: Sequence[Register], info: dict[str, Any]) -> str:
             for f in r.fields:
                 bits = f"{f.lsb}" if f.width == 1 else f"{f.lsb + f.width - 1}:{f.lsb}"
                 lines.append(f"| {bits} | {f.name} | {f.doc} |")
-    lines += ["", "## Streams", "",
+    in_beats = info["in_len"] // info["in_lanes"]
+    out_beats = info["out_len"] // info["out_lanes"]
+    lines += ["", "## Streams and packets", "",
+              "A *packet* is one item -- an input vector or an image (later a sequence) -- "
+              "with TLAST on its last beat; each input packet gives one output packet, in "
+              "order.",
+              "",
               f"* `s_axis`: {info['in_lanes']} int{info['in_bits']} element(s) per beat "
-              f"(element 0 in bits 7..0), {info['in_len']} elements per input vector; "
-              "`s_axis_tlast` on the vector's last beat (checked, see STATUS.TLAST_ERROR).",
+              f"(element 0 in bits 7..0), {info['in_len']} elements ({in_beats} beats) per "
+              "input packet. The accelerator frames input packets by counting beats; "
+              "`s_axis_tlast` must be on each packet's last beat and is checked (a "
+              "mismatch sets STATUS.TLAST_ERROR; the data still flows).",
               f"* `m_axis`: {info['out_lanes']} int{info['out_bits']} element(s) per beat, "
-              f"{info['out_len']} elements per output vector, `m_axis_tlast` on its last "
-              "beat.",
-              "* Image tensors travel in HWC order (channel fastest)."]
+              f"{info['out_len']} elements ({out_beats} beats) per output packet, "
+              "`m_axis_tlast` on its last beat. Once `m_axis_tvalid` is high it stays high, "
+              "with the same data, until the beat is taken -- also across SOFT_RESET.",
+              "* Image tensors travel in HWC order (channel fastest).",
+              "", "## SOFT_RESET", "",
+              "CONTROL.SOFT_RESET discards every item inside the accelerator and clears the "
+              "counters and STATUS flags, keeping packets whole on both streams:",
+              "",
+              "* an output packet partly sent (or a beat waiting on `m_axis`) is completed: "
+              "the beats already made are sent, the rest of the packet is zero beats, "
+              "`m_axis_tlast` on its last; STATUS.BUSY stays set until all of it has been "
+              "taken, and it is not counted in INFERENCES. Outputs of items sent after "
+              "the reset wait behind it.",
+              "* an input packet partly accepted is dropped whole: its remaining beats are "
+              "taken and discarded (STATUS.DROPPING meanwhile), so the next packet starts "
+              "in step. A host that will not finish the cut packet writes SOFT_RESET again "
+              "while DROPPING is set: the drop ends and the next beat starts a packet.",
+              "",
+              "## What clears what", "",
+              "| | rst | SOFT_RESET | CLEAR_COUNTERS |",
+              "| --- | --- | --- | --- |",
+              "| items in the datapath, BUSY | discarded | discarded (packets completed as "
+              "above) | kept |",
+              "| counters (CYCLES .. OUT_STALL_CYCLES), DONE | 0 | 0 | 0 |",
+              "| STATUS.TLAST_ERROR | 0 | 0 | kept |",
+              "| CONTROL.ENABLE | 1 | as written | as written |",
+              "| PARAM_ADDR | 0 | kept | kept |",
+              "| weight memories | kept | kept | kept |",
+              "| AXI4-Lite transaction under way | dropped | answered | answered |"]
     segs = info.get("param_segments", [])
     if segs:
         lines += ["", "## Runtime parameter layout", "",
                   "Write PARAM_ADDR, then the words of a segment to PARAM_DATA in order. "
                   "Weight entries: `simd` int8 lanes, lane 0 in the lowest byte of the "
                   "first word. Requantisation entries: word 0 bias (int32), word 1 "
-                  "multiplier (bits 15..0) | shift << 16.", "",
+                  "multiplier (bits 15..0) | shift << 16. A write past a segment's "
+                  "words, into the gap before the next segment, or at or beyond "
+                  "PARAM_WORDS answers SLVERR and writes nothing.", "",
+                  "The build's `weights.npz` holds this image: a NumPy `.npz` (no pickled "
+                  "objects) of `bases` (int64 [S], each segment's first word address), "
+                  "`lengths` (int64 [S], its words) and `words` (uint32, the segments' "
+                  "words one after the other); segment i is `words[sum(lengths[:i]):]"
+                  "[:lengths[i]]`, written from PARAM_ADDR = `bases[i]`.", "",
                   "| word address | stage | memory | PE | entries | words/entry |",
                   "| --- | --- | --- | --- | --- | --- |"]
         for s in segs:

@@ -3,18 +3,23 @@ AXI top (``clk``, ``rst``, ``s_axis_*``, ``m_axis_*``, ``s_axil_*``).
 
 Stream protocol (also in the generated ``registers.md``):
 
+* A packet is one item (an input vector or an image) with TLAST on its last beat.
 * ``s_axis_tdata``: ``in_lanes`` int8 elements per beat, element 0 in bits 7..0; an
-  input vector is ``in_len`` elements (``in_len / in_lanes`` beats), ``s_axis_tlast``
+  input packet is ``in_len`` elements (``in_len / in_lanes`` beats), ``s_axis_tlast``
   on its last beat (a mismatch sets STATUS.TLAST_ERROR; the data still flows).
 * ``m_axis_tdata``: ``out_lanes`` elements of ``out_bits`` (8, or 32 when the last
-  stage does not requantise), ``m_axis_tlast`` on the last beat of each output vector.
+  stage does not requantise), ``m_axis_tlast`` on the last beat of each output packet.
 * Default lanes: the first stage's input beat width and the last stage's output beat
   width (``simd`` and ``pe`` of an MVAU).
 
 Datapath: input skid buffer -> framing -> [lane converter -> FIFO -> stage] per stage
--> lane converter -> framing -> output skid buffer.  CONTROL.SOFT_RESET resets the
-whole datapath (not the weight memories, nor the bus).  Counters live here; the
-AXI4-Lite decoder is :class:`~.axil.AXILiteRegisters` over :func:`~.regmap.register_map`.
+-> lane converter, reset as a whole by CONTROL.SOFT_RESET (not the weight memories,
+nor the bus); then :class:`_OutPackets` (framing -> output skid buffer), which
+SOFT_RESET does not reset: it completes a half-sent output packet with zero beats and
+never drops ``m_axis_tvalid`` without a transfer.  A half-accepted input packet is
+dropped whole (its remaining beats taken and discarded).  Counters and the in-flight
+count behind STATUS.BUSY live here; the AXI4-Lite decoder is
+:class:`~.axil.AXILiteRegisters` over :func:`~.regmap.register_map`.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from math import gcd
 from typing import Any
 
 import numpy as np
-from amaranth import Cat, Module, ResetInserter, Signal
+from amaranth import Cat, Module, Mux, ResetInserter, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -200,15 +205,55 @@ class _Framing(Component):
         return m
 
 
+class _OutPackets(Component):
+    """The output end: frames the datapath's beats into packets (``tlast`` on the last
+    of ``beats``) through the output skid buffer, and keeps packets whole across
+    SOFT_RESET, by which it is not reset.  On ``flush`` (the datapath is being reset)
+    it stops taking beats, completes a half-framed packet with zero beats and lets the
+    skid buffer deliver what it holds: ``o.valid`` never falls without a transfer.
+    ``flushing`` is high until all of that has been sent (those packets are no
+    inferences of the counters)."""
+
+    def __init__(self, width: int, beats: int) -> None:
+        self.width, self.beats = width, beats
+        super().__init__({"i": In(stream.Signature(width)),
+                          "o": Out(stream.Signature(width + 1)),
+                          "flush": In(1), "flushing": Out(1)})
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        m.submodules.frame = frame = _Framing(self.width, self.beats)
+        m.submodules.skid = skid = SkidBuffer(self.width + 1)
+        flushing = self.flushing
+        with m.If(flushing):  # zero beats up to the end of a half-framed packet
+            m.d.comb += [frame.i.valid.eq(frame.partial), frame.i.payload.eq(0)]
+        with m.Else():
+            m.d.comb += [frame.i.valid.eq(self.i.valid & ~self.flush),
+                         frame.i.payload.eq(self.i.payload),
+                         self.i.ready.eq(frame.i.ready & ~self.flush)]
+        m.d.comb += [
+            skid.i.payload.eq(Cat(frame.o.payload, frame.last)),
+            skid.i.valid.eq(frame.o.valid),
+            frame.o.ready.eq(skid.i.ready),
+        ]
+        wiring.connect(m, skid.o, wiring.flipped(self.o))
+        with m.If(self.flush):  # (nothing enters meanwhile) anything left to send?
+            m.d.sync += flushing.eq(frame.partial | skid.o.valid)
+        with m.Elif(~frame.partial & ~skid.o.valid):  # nothing left: the skid is empty
+            m.d.sync += flushing.eq(0)
+        return m
+
+
 class _Datapath(Component):
-    """Everything between the AXI-Stream ports, reset as a whole by SOFT_RESET."""
+    """Everything between the AXI-Stream ports but the output framing
+    (:class:`_OutPackets`), reset as a whole by SOFT_RESET."""
 
     def __init__(self, top: AcceleratorTop) -> None:
         self.top = top
         self.units = [_unit(s, ln, top.ff_style) for s, ln in zip(top.specs, top.lanes)]
         members: dict[str, object] = {
             "i": In(stream.Signature(8 * top.in_lanes + 1)),
-            "o": Out(stream.Signature(top.out_bits * top.out_lanes + 1)),
+            "o": Out(stream.Signature(top.out_bits * top.out_lanes)),
             "in_vector": Out(1), "in_partial": Out(1), "tlast_error": Out(1),
         }
         for k, u in enumerate(self.units):
@@ -265,16 +310,7 @@ class _Datapath(Component):
                 fan_out(k, unit.o, spec.out_bits)
         prev = self._link(m, "out", last, top.out_bits, top.lanes[-1][1], outl,
                           top.fifo_depth)
-        m.submodules.out_frame = out_frame = _Framing(top.out_bits * outl,
-                                                      top.out_len // outl)
-        wiring.connect(m, prev, out_frame.i)
-        m.submodules.out_skid = out_skid = SkidBuffer(top.out_bits * outl + 1)
-        m.d.comb += [
-            out_skid.i.payload.eq(Cat(out_frame.o.payload, out_frame.last)),
-            out_skid.i.valid.eq(out_frame.o.valid),
-            out_frame.o.ready.eq(out_skid.i.ready),
-        ]
-        wiring.connect(m, out_skid.o, wiring.flipped(self.o))
+        wiring.connect(m, prev, wiring.flipped(self.o))  # framed by _OutPackets
         return m
 
     def _link(self, m: Module, tag: str, prev: Any, bits: int, lanes: int, want: int,
@@ -405,7 +441,10 @@ class AcceleratorTop(Component):
         soft_reset, clear = Signal(), Signal()
         dp = _Datapath(self)
         m.submodules.datapath = ResetInserter(soft_reset)(dp)
-        m.submodules.regs = regs = AXILiteRegisters(self.registers, self.addr_width)
+        m.submodules.out_packets = out = _OutPackets(self.out_bits * self.out_lanes,
+                                                     self.out_len // self.out_lanes)
+        checked = ("PARAM_DATA",) if self.runtime else ()
+        m.submodules.regs = regs = AXILiteRegisters(self.registers, self.addr_width, checked)
 
         # ---- AXI4-Lite pins ---------------------------------------------------------
         for n in ("awaddr", "awvalid", "wdata", "wstrb", "wvalid", "bready", "araddr",
@@ -423,27 +462,58 @@ class AcceleratorTop(Component):
                          clear.eq(regs.w_control[2])]
 
         # ---- AXI-Stream pins ----------------------------------------------------------
+        # input packets counted in beats on the bus, as the datapath frames them: one cut
+        # by SOFT_RESET is dropped whole (its remaining beats are taken and discarded); a
+        # second SOFT_RESET while dropping ends the drop (the packet will not be finished)
+        in_beats = self.in_len // self.in_lanes
+        in_pos = Signal(range(max(2, in_beats)))
+        pos_next = Signal.like(in_pos)
+        dropping = Signal()
+        in_beat = self.s_axis_tvalid & self.s_axis_tready
+        m.d.comb += pos_next.eq(in_pos)
+        with m.If(in_beat):
+            m.d.comb += pos_next.eq(Mux(in_pos == in_beats - 1, 0, in_pos + 1))
+        m.d.sync += in_pos.eq(pos_next)
+        with m.If(soft_reset):
+            with m.If(dropping):
+                m.d.sync += [dropping.eq(0), in_pos.eq(0)]
+            with m.Else():
+                m.d.sync += dropping.eq(pos_next != 0)
+        with m.Elif(pos_next == 0):
+            m.d.sync += dropping.eq(0)
         m.d.comb += [
             dp.i.payload.eq(Cat(self.s_axis_tdata, self.s_axis_tlast)),
-            dp.i.valid.eq(self.s_axis_tvalid & enable),
-            self.s_axis_tready.eq(dp.i.ready & enable),
-            self.m_axis_tdata.eq(dp.o.payload[:-1]),
-            self.m_axis_tlast.eq(dp.o.payload[-1]),
-            self.m_axis_tvalid.eq(dp.o.valid),
-            dp.o.ready.eq(self.m_axis_tready),
+            dp.i.valid.eq(self.s_axis_tvalid & enable & ~dropping),
+            self.s_axis_tready.eq((dp.i.ready | dropping) & enable),
+            out.flush.eq(soft_reset),
+            self.m_axis_tdata.eq(out.o.payload[:-1]),
+            self.m_axis_tlast.eq(out.o.payload[-1]),
+            self.m_axis_tvalid.eq(out.o.valid),
+            out.o.ready.eq(self.m_axis_tready),
         ]
+        wiring.connect(m, dp.o, out.i)
 
         # ---- counters -----------------------------------------------------------------
+        # SOFT_RESET clears what is in flight, the counters and the flags; CLEAR only the
+        # counters and DONE.  BUSY comes from items in flight, which CLEAR leaves alone.
         zero = soft_reset | clear
         cycles = Signal(64)
         cycles_hi = Signal(32)
         counters = {n: Signal(32, name=n) for n in
                     ("busy_cycles", "inferences", "inputs", "in_stall", "in_starve",
                      "out_stall")}
-        tlast_error = Signal()
+        tlast_error, done = Signal(), Signal()
+        in_flight = Signal(16)  # items whose input is in and output not all sent
         busy = Signal()
-        out_vector = self.m_axis_tvalid & self.m_axis_tready & self.m_axis_tlast
-        m.d.comb += busy.eq(dp.in_partial | (counters["inputs"] != counters["inferences"]))
+        out_vector = (self.m_axis_tvalid & self.m_axis_tready & self.m_axis_tlast
+                      & ~out.flushing)  # packets completed by a flush are no inferences
+        m.d.comb += busy.eq(dp.in_partial | (in_flight != 0) | out.flushing)
+        with m.If(soft_reset):
+            m.d.sync += [in_flight.eq(0), tlast_error.eq(0)]
+        with m.Else():
+            m.d.sync += in_flight.eq(in_flight + dp.in_vector - out_vector)
+            with m.If(dp.tlast_error):
+                m.d.sync += tlast_error.eq(1)
         events = {
             "busy_cycles": busy,
             "inferences": out_vector,
@@ -454,14 +524,14 @@ class AcceleratorTop(Component):
         }
         with m.If(zero):
             m.d.sync += [c.eq(0) for c in counters.values()]
-            m.d.sync += [cycles.eq(0), tlast_error.eq(0)]
+            m.d.sync += [cycles.eq(0), done.eq(0)]
         with m.Else():
             m.d.sync += cycles.eq(cycles + 1)
             for n, c in counters.items():
                 with m.If(events[n]):
                     m.d.sync += c.eq(c + 1)
-            with m.If(dp.tlast_error):
-                m.d.sync += tlast_error.eq(1)
+            with m.If(out_vector):
+                m.d.sync += done.eq(1)
         with m.If(regs.re_cycles_lo):
             m.d.sync += cycles_hi.eq(cycles[32:])
 
@@ -470,7 +540,7 @@ class AcceleratorTop(Component):
                                   design_constants(self.describe()).items()}
         values.update({
             "control": Cat(enable, Signal(2)),
-            "status": Cat(busy, ~busy & (counters["inputs"] != 0), enable, tlast_error),
+            "status": Cat(busy, done & ~busy, enable, tlast_error, dropping),
             "cycles_lo": cycles[:32], "cycles_hi": cycles_hi,
             "busy_cycles": counters["busy_cycles"], "inferences": counters["inferences"],
             "inputs": counters["inputs"], "in_stall_cycles": counters["in_stall"],
@@ -486,20 +556,27 @@ class AcceleratorTop(Component):
 
     def _param_loader(self, m: Module, dp: _Datapath, regs: AXILiteRegisters,
                       values: dict[str, Any]) -> None:
-        """PARAM_ADDR / PARAM_DATA: assemble words into memory entries and write them."""
+        """PARAM_ADDR / PARAM_DATA: assemble words into memory entries and write them.
+        A PARAM_DATA write whose PARAM_ADDR is in no segment (a gap between segments, or
+        at or beyond PARAM_WORDS) answers SLVERR and changes nothing."""
         addr = Signal(32)
         values["param_addr"] = addr
         maxw = max(s.words_per_entry for s in self.segments)
         hist = Signal(32 * maxw)  # the last words written, newest at the top
         fire = regs.we_param_data
+        sb = self.segment_bits
+        seg = addr[sb:]
+        local = addr[:sb]
+        in_segment = Signal()
+        for s in self.segments:
+            with m.If((seg == s.index) & (local < s.words)):
+                m.d.comb += in_segment.eq(1)
+        m.d.comb += regs.wok_param_data.eq(in_segment)
         with m.If(regs.we_param_addr):
             m.d.sync += addr.eq(regs.w_param_addr)
         with m.Elif(fire):
             m.d.sync += [addr.eq(addr + 1), hist.eq(Cat(hist[32:], regs.w_param_data))]
         window = Cat(hist, regs.w_param_data)  # ..., older words, the word being written
-        sb = self.segment_bits
-        seg = addr[sb:]
-        local = addr[:sb]
         by_stage: dict[int, list[ParamSegment]] = {}
         for s in self.segments:
             by_stage.setdefault(s.stage_index, []).append(s)

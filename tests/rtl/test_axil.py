@@ -4,8 +4,10 @@ AW/W in either order, never hanging."""
 import random
 import zlib
 
+import pytest
 from amaranth.sim import Simulator
 
+from fluid_hw.rtl import HardwareConfigError
 from fluid_hw.rtl.axil import AXILiteModel, AXILiteRegisters
 from fluid_hw.rtl.regmap import OKAY, SLVERR, register_map
 
@@ -18,8 +20,9 @@ def _value(name: str) -> int:
 
 def test_axil_against_model():
     regs = register_map(runtime_params=True)
-    dut = AXILiteRegisters(regs, addr_width=12)
-    model = AXILiteModel(regs, 12, _value)
+    dut = AXILiteRegisters(regs, addr_width=12, checked=["PARAM_DATA"])
+    accept = {"PARAM_DATA": True}  # the design's verdict on PARAM_DATA writes
+    model = AXILiteModel(regs, 12, _value, lambda name, data: accept.get(name, True))
     rng = random.Random(4)
     seen: list[tuple[str, int]] = []
     results = []
@@ -38,6 +41,8 @@ def test_axil_against_model():
         addrs = [r.offset for r in regs] + [0x4C, 0x100, 0xFFC, 0x13]
         for _ in range(120):
             addr = rng.choice(addrs)
+            accept["PARAM_DATA"] = rng.random() < 0.6
+            ctx.set(dut.wok_param_data, accept["PARAM_DATA"])
             if rng.random() < 0.5:
                 strb = rng.choice([0xF, 0xF, 0x1, 0x6, 0x0])
                 data = rng.getrandbits(32)
@@ -77,3 +82,8 @@ def test_axil_unmapped_and_readonly_answer_slverr():
     sim.run()
     assert out == {"w_ro": SLVERR, "w_unmapped": SLVERR, "r_unmapped": (0, SLVERR),
                    "w_ctrl": OKAY}
+
+
+def test_axil_checked_names_writable_registers():
+    with pytest.raises(HardwareConfigError, match=r"\['ID'\] in checked are not writable"):
+        AXILiteRegisters(register_map(runtime_params=True), checked=["ID"])
