@@ -119,12 +119,37 @@ def _binary(fluid: str) -> Converter:
                     s, b = form(c)
                     ctx.emit("scale", {"X": ctx.var(other)}, {"scale": s, "bias": b}, out=0)
                     return
-        x, y = ctx.var(0), ctx.var(1)
         if ctx.dtype(0) != ctx.dtype(1):
             ctx.fail(f"operands have different types {ctx.dtype(0)} and {ctx.dtype(1)}")
-        ctx.emit(fluid, {"X": x, "Y": y}, {"axis": -1}, out=0)
+        for i, other in ((1, 0), (0, 1)) if fluid in _COMMUTATIVE else ((1, 0),):
+            c = _channel_const(ctx, i, other)
+            if c is not None:  # Fluid's per-channel form: a [C] operand along axis 1
+                y = ctx.param(c, "channel", i)
+                ctx.emit(fluid, {"X": ctx.var(other), "Y": y}, {"axis": 1}, out=0)
+                return
+        ctx.emit(fluid, {"X": ctx.var(0), "Y": ctx.var(1)}, {"axis": -1}, out=0)
 
     return conv
+
+
+_COMMUTATIVE = ("elementwise_add", "elementwise_mul", "elementwise_max", "elementwise_min")
+
+
+def _channel_const(ctx: NodeCtx, i: int, other: int) -> np.ndarray | None:
+    """Input ``i`` as a ``[C]`` array when it is a constant of shape ``[1, C, 1, ...]``
+    (or ``[C, 1, ...]``) broadcasting along axis 1 of a non-constant input ``other`` of
+    rank >= 3 -- an exported per-channel bias or scale: as Fluid writes it, the
+    convolution fusion passes recognise it."""
+    c = ctx.const(i)
+    if c is None or ctx.const(other) is not None or c.ndim < 2:
+        return None
+    rank = ctx.rank(other)
+    if rank < 3 or c.ndim > rank:
+        return None
+    full = (1,) * (rank - c.ndim) + tuple(c.shape)
+    if full[0] != 1 or any(d != 1 for d in full[2:]) or full[1] < 2:
+        return None
+    return np.ascontiguousarray(c.reshape(-1))
 
 
 def _pow(ctx: NodeCtx) -> None:
