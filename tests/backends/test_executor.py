@@ -205,3 +205,17 @@ def test_fetching_a_tensor_array_gives_a_list_of_its_elements():
                                   return_numpy=False)
     assert [type(t) for t in lod] == [fluid.LoDTensor] * 2
     np.testing.assert_array_equal(np.array(lod[1]), yv)
+
+
+def test_max_while_steps_stops_a_loop_whose_condition_stays_true():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        i = fluid.layers.fill_constant([1], "int64", 0)
+        n = fluid.layers.fill_constant([1], "int64", 3)
+        cond = fluid.layers.less_than(i, n)
+        with fluid.layers.While(cond).block():
+            fluid.layers.increment(i, value=0.0, in_place=True)  # never advances
+    exe = fluid.Executor()
+    exe.max_while_steps = 50
+    with pytest.raises(errors.ExecutionError, match="still true after 50 steps"):
+        exe.run(main, scope=fluid.Scope())

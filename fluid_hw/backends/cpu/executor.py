@@ -173,6 +173,9 @@ class Executor:
         self._blocks: dict[tuple[int, int], tuple[Program, int, PreparedBlock]] = {}
         #: called after every op (see :func:`run_prepared_block`); empty = no cost
         self.hooks: list[OpHook] = []
+        #: a ``while`` op stopping after this many steps raises ExecutionError; None
+        #: (Fluid's behaviour): a loop whose condition stays true runs forever
+        self.max_while_steps: int | None = None
 
     def close(self) -> None:
         self._cache.clear()

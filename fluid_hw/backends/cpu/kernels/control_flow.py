@@ -62,7 +62,12 @@ def while_(ctx: KernelContext) -> None:
     cond = ctx.in_names["Condition"][0]
     scopes: list[Scope] = []
     step = 0
+    limit = getattr(ctx.executor, "max_while_steps", None)
     while _truth(ctx.input("Condition"), f"Condition {cond!r}"):
+        if limit is not None and step >= limit:
+            raise ExecutionError(f"while (block {ctx.block_idx}, op #{ctx.op_index}): "
+                                 f"Condition {cond!r} still true after {limit} steps "
+                                 "(Executor.max_while_steps); does the body update it?")
         scope = Scope(ctx.scope)
         _run(ctx, block, scope, f"step {step}")
         if keep:
