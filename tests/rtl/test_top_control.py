@@ -7,7 +7,7 @@ import numpy as np
 from amaranth.sim import Simulator
 
 from fluid_hw.rtl import AcceleratorTop, pack_lanes, param_image, unpack_lanes
-from fluid_hw.rtl.regmap import OKAY, SLVERR
+from fluid_hw.rtl.regmap import OKAY, SLVERR, design_constants
 
 from .axil_master import axil_read, axil_write
 from .test_top import _bus, _fc, _load_params, run_top
@@ -230,3 +230,20 @@ def test_param_data_outside_every_segment_answers_slverr():
     got = run_top(top, x, prologue=load)
     assert set(seen["bad"]) == {SLVERR} and seen["good"] == [OKAY, OKAY]
     np.testing.assert_array_equal(got, top.model(x))
+
+
+def test_registers_read_their_documented_reset_values():
+    top = _top()
+    b = _Bench(top)
+    const = design_constants(top.describe())
+    got = {}
+
+    async def tb(ctx):
+        for r in top.registers:
+            if r.readable and r.name != "CYCLES_LO":  # counts from the first cycle
+                got[r.name] = await b.read(ctx, r.name)
+
+    b.run(tb)
+    assert got == {r.name: const.get(r.name, r.reset) for r in top.registers
+                   if r.readable and r.name != "CYCLES_LO"}
+    assert got["STATUS"] == ENABLED

@@ -7,7 +7,7 @@ import pytest
 
 from fluid_hw.hls import estimate_pipeline
 from fluid_hw.rtl import param_image
-from fluid_hw.rtl.regmap import OKAY, SLVERR
+from fluid_hw.rtl.regmap import OKAY, SLVERR, VERSION
 from fluid_hw.sim import Harness, SimulationError, measure
 
 from . import reference as ref
@@ -64,7 +64,7 @@ def test_mlp_ii_and_latency_match_estimates(mlp):
 
 def test_axil_protocol(mlp):
     top, _, h = mlp
-    assert h.read("ID") == 0x464C4857 and h.read("VERSION") == 0x10000
+    assert h.read("ID") == 0x464C4857 and h.read("VERSION") == VERSION[0] << 16 | VERSION[1]
     assert h.read("DESIGN_HASH") == int(top.design_hash[:8], 16)
     assert h.read("IN_FORMAT") == 64 | 8 << 16 | 8 << 24
     assert h.read("OUT_FORMAT") == 10 | 2 << 16 | 8 << 24
