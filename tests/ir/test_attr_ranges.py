@@ -52,7 +52,7 @@ def test_range_checked_when_building_and_setting():
     with pytest.raises(OpAttrError, match=r"op conv2d: attribute 'strides' = \[1, 0\].*>= 1"):
         b.append_op("conv2d", {"Input": "x", "Filter": "w"}, {"Output": "y"},
                     {"strides": [1, 0]})
-    with pytest.raises(OpAttrError, match=r"op pool2d: attribute 'ksize' = \[0, 2\]"):
+    with pytest.raises(OpAttrError, match=r"op pool2d.*ksize must be >= 1"):
         b.append_op("pool2d", {"X": "x"}, {"Out": "y"}, {"ksize": [0, 2]})
     with pytest.raises(OpAttrError, match=r"epsilon must be in \[0, 0.001\]"):
         get_op("batch_norm").complete_attrs({"epsilon": 0.5})
@@ -70,3 +70,17 @@ def test_attr_range_declaration():
         Attr("s", "string", "", min=0)
     d = OpDef("t", attrs=[Attr("k", "int", 2, min=1)])
     assert d.complete_attrs({}) == {"k": 2}
+
+
+def test_loaded_pool_with_a_zero_window_is_refused():
+    p = fluid.Program()
+    b = p.global_block()
+    b.create_var(name="x", shape=[1, 2, 4, 4], dtype="float32")
+    b.create_var(name="y")
+    b.append_op("pool2d", {"X": "x"}, {"Out": "y"}, {"ksize": [2, 2]})
+    _store(b.ops[0], "ksize", [0, 2])
+    with pytest.raises(FormatError, match=r"pool2d.*'ksize' = \[0, 2\].*>= 1"):
+        program_from_bytes(program_to_bytes(p))
+    _store(b.ops[0], "ksize", [-1, -1])  # what fluid's layer stores for global pooling
+    b.ops[0].set_attr("global_pooling", True)
+    program_from_bytes(program_to_bytes(p))

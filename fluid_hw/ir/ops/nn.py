@@ -8,12 +8,15 @@ with the same code.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from ...errors import OpAttrError, ShapeError
 from .. import dtypes
 from ..registry import Attr, InferContext, Slot, define_op
 from .common import merge_dim
+
+if TYPE_CHECKING:
+    from ..program import Operator
 
 PADDING_ALGORITHMS = ("EXPLICIT", "SAME", "VALID")
 
@@ -169,11 +172,21 @@ for _conv in ("conv2d", "depthwise_conv2d"):
 # -- pooling -----------------------------------------------------------------
 
 
+def verify_pool_ksize(op: Operator) -> None:
+    """ksize >= 1 unless global_pooling (Fluid's layer then stores [-1, -1]): checked
+    by the verifier, so a loaded program with a zero window never reaches a kernel."""
+    ksize = op.attr("ksize")
+    if not op.attr("global_pooling") and any(k < 1 for k in ksize):
+        raise OpAttrError(f"op {op.type}: attribute 'ksize' = {ksize} is out of range: "
+                          "each element of ksize must be >= 1 (unless global_pooling)")
+
+
 @define_op(
     "pool2d", [Slot("X", doc="[N, C, H, W]")], [Slot("Out", doc="[N, C, OH, OW]")],
     [
         Attr("pooling_type", "string", "max", allowed=("max", "avg")),
-        Attr("ksize", "ints", doc="[kh, kw]; the output size when adaptive", min=1),
+        Attr("ksize", "ints", doc="[kh, kw]; the output size when adaptive (>= 1 unless "
+             "global_pooling)"),
         Attr("global_pooling", "bool", False, doc="pool the whole H x W (ksize, paddings ignored)"),
         Attr("strides", "ints", [1, 1], min=1),
         Attr("paddings", "ints", [0, 0], doc="[pad_h, pad_w] or [top, bottom, left, right]",
@@ -186,6 +199,7 @@ for _conv in ("conv2d", "depthwise_conv2d"):
              doc="only NCHW is implemented"),
         Attr("use_cudnn", "bool", False, doc="a hint for GPU back ends; no effect"),
     ],
+    verify=verify_pool_ksize,
     doc="""Max or average pooling over kh x kw windows, NCHW.
 
 Padded cells never win a max.  Average pooling with ``exclusive`` (Fluid's

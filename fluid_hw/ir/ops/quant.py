@@ -79,7 +79,14 @@ from __future__ import annotations
 from .. import dtypes
 from ..registry import Attr, InferContext, Slot, define_op
 from .common import merge_dim
-from .nn import _CONV_ATTRS, PADDING_ALGORITHMS, _check_ints, _geometry, attr_fail
+from .nn import (
+    _CONV_ATTRS,
+    PADDING_ALGORITHMS,
+    _check_ints,
+    _geometry,
+    attr_fail,
+    verify_pool_ksize,
+)
 
 VarType = dtypes.VarType
 
@@ -284,7 +291,7 @@ def _infer_requantize(ctx: InferContext) -> None:
     [Slot("Out", doc="X's dtype, [N, C, OH, OW]")],
     [
         Attr("pooling_type", "string", "max", allowed=("max", "avg", "sum")),
-        Attr("ksize", "ints", doc="[kh, kw]", min=1),
+        Attr("ksize", "ints", doc="[kh, kw] (>= 1 unless global_pooling)"),
         Attr("global_pooling", "bool", False, doc="pool the whole H x W"),
         Attr("strides", "ints", [1, 1], min=1),
         Attr("paddings", "ints", [0, 0], doc="[pad_h, pad_w] or [top, bottom, left, right]",
@@ -294,6 +301,7 @@ def _infer_requantize(ctx: InferContext) -> None:
         Attr("padding_algorithm", "string", "EXPLICIT", allowed=PADDING_ALGORITHMS),
         Attr("data_format", "string", "NCHW", allowed=("NCHW", "AnyLayout")),
     ],
+    verify=verify_pool_ksize,
     doc="Integer max / average / sum pooling with pool2d's geometry; avg rounds half up, "
     "sum gives int32 (see the module docstring).  max and avg keep X's scale.",
 )
