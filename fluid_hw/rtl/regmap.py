@@ -157,21 +157,25 @@ def emit_markdown(regs: Sequence[Register], info: dict[str, Any]) -> str:
     """``registers.md``: the register table, fields, bus rules, stream formats and, for
     runtime parameters, the load layout.  ``info`` is ``AcceleratorTop.describe()``."""
     name = info.get("name", "accelerator")
+    runtime = bool(info.get("param_segments"))
     lines = [f"# {name}: register map", "",
              f"AXI4-Lite, {info.get('addr_width', 12)}-bit byte addresses, 32-bit data. "
              f"Design hash `{info.get('design_hash', '')}`.", "",
              "Bus rules: word-aligned offsets (address bits 1..0 ignored); AW and W may "
              "arrive in either order; every access gets a response: OKAY, or SLVERR for "
-             "an unmapped address, a write to a read-only register, a partial "
-             "(`wstrb != 0xF`) write to a write-only register, or a PARAM_DATA write "
-             "whose PARAM_ADDR is in no parameter segment; a write answered SLVERR "
-             "changes nothing. Write-only registers read as 0. 64-bit counters: read "
-             "`_LO` first, it latches `_HI`.", "",
+             "an unmapped address, a write to a read-only register, "
+             + ("a partial (`wstrb != 0xF`) write to a write-only register, or a PARAM_DATA "
+                "write whose PARAM_ADDR is in no parameter segment" if runtime else
+                "or a partial (`wstrb != 0xF`) write to a write-only register")
+             + "; a write answered SLVERR changes nothing. Write-only registers read as 0. "
+             "64-bit counters: read `_LO` first, it latches `_HI`.", "",
              "Reset: `rst` is active high and synchronous (sampled on the rising edge of "
              "`clk`; hold it for at least one cycle). It puts every register at the "
              "reset value below, empties the datapath and drops the AXI4-Lite and "
-             "AXI4-Stream handshakes; the weight memories keep their contents (runtime "
-             "weights are loaded once after configuration, not after every reset).", "",
+             "AXI4-Stream handshakes"
+             + ("; the weight memories keep their contents (runtime weights are loaded "
+                "once after configuration, not after every reset)." if runtime else "."),
+             "",
              "| offset | name | access | reset / value | description |",
              "| --- | --- | --- | --- | --- |"]
     const = design_constants(info)
@@ -224,8 +228,8 @@ def emit_markdown(regs: Sequence[Register], info: dict[str, Any]) -> str:
               "| counters (CYCLES .. OUT_STALL_CYCLES), DONE | 0 | 0 | 0 |",
               "| STATUS.TLAST_ERROR | 0 | 0 | kept |",
               "| CONTROL.ENABLE | 1 | as written | as written |",
-              "| PARAM_ADDR | 0 | kept | kept |",
-              "| weight memories | kept | kept | kept |",
+              *(["| PARAM_ADDR | 0 | kept | kept |", "| weight memories | kept | kept | kept |"]
+                if runtime else []),
               "| AXI4-Lite transaction under way | dropped | answered | answered |"]
     segs = info.get("param_segments", [])
     if segs:

@@ -7,7 +7,7 @@ import numpy as np
 from amaranth.sim import Simulator
 
 from fluid_hw.rtl import AcceleratorTop, pack_lanes, param_image, unpack_lanes
-from fluid_hw.rtl.regmap import OKAY, SLVERR, design_constants
+from fluid_hw.rtl.regmap import OKAY, SLVERR, design_constants, emit_markdown
 
 from .axil_master import axil_read, axil_write
 from .test_top import _bus, _fc, _load_params, run_top
@@ -247,3 +247,17 @@ def test_registers_read_their_documented_reset_values():
     assert got == {r.name: const.get(r.name, r.reset) for r in top.registers
                    if r.readable and r.name != "CYCLES_LO"}
     assert got["STATUS"] == ENABLED
+
+
+def test_registers_md_documents_the_control_path():
+    rng = np.random.default_rng(5)
+    runtime = AcceleratorTop([_fc(rng, "fc1", 16, 4, 2, 4, mode="runtime")])
+    md = emit_markdown(runtime.registers, runtime.describe())
+    for text in ("A *packet* is one item", "active high and synchronous", "## SOFT_RESET",
+                 "## What clears what", "| STATUS.TLAST_ERROR | 0 | 0 | kept |",
+                 "`weights.npz`", "`bases` (int64 [S]", "PARAM_ADDR is in no parameter "
+                 "segment", "| 0x014 | STATUS | ro | 0x4 |"):
+        assert text in md, text
+    const = _top()
+    md = emit_markdown(const.registers, const.describe())
+    assert "PARAM_DATA" not in md and "weights.npz" not in md and "## SOFT_RESET" in md
