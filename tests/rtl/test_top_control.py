@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The accelerator's control path in amaranth.sim (issue 14): SOFT_RESET keeps packets
 whole on both streams and never drops ``m_axis_tvalid`` without a transfer; BUSY/DONE
 survive CONTROL.CLEAR_COUNTERS with items in flight; a PARAM_DATA write outside every
