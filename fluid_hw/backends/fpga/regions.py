@@ -171,6 +171,7 @@ def region_report(st: Any, seg: Segmentation, regions: list[RegionBuild]) -> str
         "throughput_per_s": clock * 1e6 / ii, "latency_us": lat / clock,
         "design_hash": "+".join(rb.state.top.design_hash[:16] for rb in regions),
         "compile_seconds": round(time.perf_counter() - st.t0, 2),
+        "options": st.options.as_report(),
     }
     drop = ["stages", "folding", "fifo_depths", "lowering_hash", "autofold", "bit_exact",
             "mismatches", "measured", "fmax_mhz", "timing_met"]

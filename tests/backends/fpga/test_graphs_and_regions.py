@@ -146,6 +146,7 @@ def test_a_model_with_host_segments_runs_bit_exactly_through_the_driver(tmp_path
     assert not (out / "accelerator.v").exists()
     report = read_report(out)
     assert [r["index"] for r in report["regions"]] == [0, 1]
+    assert report["options"]["target"] == "sim" and report["options"]["folding"]["mode"] == "auto"
     keys = simulate_build(out, {"x": x})
     assert keys["bit_exact"] and keys["mismatches"] == 0
     assert all(r["simulate"]["bit_exact"] for r in keys["regions"])
