@@ -108,10 +108,6 @@ class LoweredStage:
         return self.fold_dims is not None
 
     @property
-    def is_matrix(self) -> bool:  # the older name
-        return self.folds
-
-    @property
     def mw(self) -> int:
         return self.fold_dims[0] if self.fold_dims else 0
 

@@ -83,7 +83,7 @@ def test_digits_models_lower_stage_by_stage(kind):
         assert np.array_equal(low.in_perm, hwc_order(1, 8, 8))
         assert low.stages[0].geometry["padding"] == [1, 1, 1, 1]
     assert low.stages[0].in_format.scale and low.stages[0].out_format.lo == 0
-    assert set(low.folding) == {s.name for s in low.stages if s.is_matrix}
+    assert set(low.folding) == {s.name for s in low.stages if s.folds}
     assert len(low.fifo) == len(low.stages) + 1 and min(low.fifo) >= 2
     check_stages(low, q, b.scope, {"pixels": b.feed["pixels"]})
     desc = low.describe()

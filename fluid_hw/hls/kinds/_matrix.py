@@ -18,8 +18,8 @@ from ...ir import dtypes
 from ..partition import LoweringError, main_output
 from ..stage_info import INT32, FixedPoint, Values, broadcast, param_value
 
-__all__ = ["requant_tail", "requant_arrays", "check_weights", "fifo_storage", "tree_bits",
-           "matrix_memories", "matrix_lut"]
+__all__ = ["requant_tail", "requant_arrays", "matrix_arrays", "window_args", "check_weights",
+           "fifo_storage", "tree_bits", "matrix_memories", "matrix_lut"]
 
 
 def check_weights(b: Any, op: Any, name: str, wname: str) -> Any:
@@ -66,6 +66,24 @@ def requant_arrays(st: Any, values: Values, channels: int) -> dict[str, np.ndarr
         for slot in ("multiplier", "shift"):
             out[slot] = broadcast(param_value(values, st.params[slot]), channels, slot, st.name)
     return out
+
+
+def matrix_arrays(st: Any, values: Values | None, mode: str,
+                  arrange: Any = lambda w: w) -> tuple[dict[str, np.ndarray], str]:
+    """A matrix-like stage's weights (``arrange``-d from the program's layout), bias,
+    multiplier and shift from ``values``, and its weights mode; with no values (a
+    trial spec for costing) no arrays, and a requantising stage is costed as runtime."""
+    if values is not None:
+        w = param_value(values, st.params["weights"])
+        return {"weights": arrange(w), **requant_arrays(st, values, st.mh)}, mode
+    return {}, "runtime" if st.requantize else mode
+
+
+def window_args(st: Any) -> dict[str, tuple[int, ...]]:
+    """The window keyword arguments of a convolution spec from a stage's geometry."""
+    g = st.geometry
+    return {"kernel": tuple(g["filter"][2:]), "stride": tuple(g["stride"]),
+            "padding": tuple(g["padding"]), "dilation": tuple(g["dilation"])}
 
 
 def fifo_storage(depth: int) -> int:

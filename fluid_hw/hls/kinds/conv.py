@@ -12,7 +12,7 @@ import numpy as np
 from fluid_hw.rtl.mvau import mvau_latency
 
 from ..partition import LoweringError
-from ..stage_info import Cursor, LoweredStage, Values, param_value
+from ..stage_info import Cursor, LoweredStage, Values
 from ..stages import (
     ConvStage,
     MVAUConsumer,
@@ -25,7 +25,7 @@ from ..stages import (
 )
 from ._base import StageKind
 from ._image import lower_convolution, row_buffer, window_memories
-from ._matrix import matrix_lut, matrix_memories, requant_arrays
+from ._matrix import matrix_arrays, matrix_lut, matrix_memories, window_args
 
 
 def _matches(program: Any, op: Any) -> bool:
@@ -51,18 +51,10 @@ def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredSt
 
 def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode: str
                ) -> ConvStage:
-    arrays: dict[str, Any] = {}
-    if values is not None:
-        arrays = {"weights": param_value(values, st.params["weights"]),  # type: ignore
-                  **requant_arrays(st, values, st.mh)}
-    elif st.requantize:
-        mode = "runtime"
-    g = st.geometry
-    m, _c, kh, kw = g["filter"]
-    return ConvStage(st.name, st.in_shape, m, kernel=(kh, kw),  # type: ignore[arg-type]
-                     stride=tuple(g["stride"]), padding=tuple(g["padding"]),
-                     dilation=tuple(g["dilation"]), pe=pe, simd=simd, relu=st.relu,
-                     weights_mode=mode, requantize=st.requantize, **arrays)
+    arrays, mode = matrix_arrays(st, values, mode)
+    return ConvStage(st.name, st.in_shape, st.geometry["filter"][0],  # type: ignore[arg-type]
+                     pe=pe, simd=simd, relu=st.relu, weights_mode=mode,
+                     requantize=st.requantize, **window_args(st), **arrays)  # type: ignore
 
 
 def _cycles(s: Any, lanes: tuple[int, int]) -> int:

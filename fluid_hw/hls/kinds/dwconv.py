@@ -16,7 +16,7 @@ from fluid_hw.rtl.requant import PARAM_ENTRY_BITS
 from fluid_hw.rtl.stream import credit_depth
 
 from ..partition import LoweringError
-from ..stage_info import Cursor, LoweredStage, Values, param_value
+from ..stage_info import Cursor, LoweredStage, Values
 from ..stages import (
     ReduceConsumer,
     Resources,
@@ -28,7 +28,7 @@ from ..stages import (
 )
 from ._base import StageKind
 from ._image import lower_convolution, row_buffer, window_memories
-from ._matrix import fifo_storage, requant_arrays
+from ._matrix import fifo_storage, matrix_arrays, window_args
 
 
 def is_depthwise(program: Any, op: Any) -> bool:
@@ -59,18 +59,10 @@ def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredSt
 
 def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode: str
                ) -> DepthwiseSpec:
-    arrays: dict[str, Any] = {}
-    if values is not None:
-        arrays = {"weights": param_value(values, st.params["weights"]),  # type: ignore
-                  **requant_arrays(st, values, st.mh)}
-    elif st.requantize:
-        mode = "runtime"
-    g = st.geometry
-    _c, _one, kh, kw = g["filter"]
-    return DepthwiseSpec(st.name, st.in_shape, kernel=(kh, kw),  # type: ignore[arg-type]
-                         stride=tuple(g["stride"]), padding=tuple(g["padding"]),
-                         dilation=tuple(g["dilation"]), pe=pe, relu=st.relu,
-                         weights_mode=mode, requantize=st.requantize, **arrays)
+    arrays, mode = matrix_arrays(st, values, mode)
+    return DepthwiseSpec(st.name, st.in_shape, pe=pe, relu=st.relu,  # type: ignore[arg-type]
+                         weights_mode=mode, requantize=st.requantize, **window_args(st),
+                         **arrays)  # type: ignore[arg-type]
 
 
 def _cycles(s: Any, lanes: tuple[int, int]) -> int:

@@ -16,10 +16,10 @@ from fluid_hw.rtl import hwc_order
 from fluid_hw.rtl.mvau import mvau_latency
 
 from ..partition import LoweringError, main_output
-from ..stage_info import Cursor, LoweredStage, Values, layer_name, param_value
+from ..stage_info import Cursor, LoweredStage, Values, layer_name
 from ..stages import MVAUStage, Resources, mvau_resources, mvau_times
 from ._base import StageKind
-from ._matrix import check_weights, matrix_lut, matrix_memories, requant_arrays, requant_tail
+from ._matrix import check_weights, matrix_arrays, matrix_lut, matrix_memories, requant_tail
 
 
 def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredStage, int]:
@@ -49,13 +49,8 @@ def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredSt
 
 def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode: str
                ) -> MVAUStage:
-    arrays: dict[str, Any] = {}
-    if values is not None:
-        w = param_value(values, st.params["weights"])  # type: ignore[arg-type]
-        arrays = {"weights": np.asarray(w).T[:, st.col_perm],
-                  **requant_arrays(st, values, st.mh)}
-    elif st.requantize:
-        mode = "runtime"
+    # W [K, C] transposed to [C, K], columns in the order the stream brings them
+    arrays, mode = matrix_arrays(st, values, mode, lambda w: np.asarray(w).T[:, st.col_perm])
     return MVAUStage(st.name, st.mw, st.mh, pe=pe, simd=simd, relu=st.relu,
                      weights_mode=mode, requantize=st.requantize, **arrays)
 
