@@ -152,32 +152,13 @@ def partition(program: Program, feed_names: Sequence[str] | None = None,
     body = [i for i, op in enumerate(ops) if op.type not in _IO_OPS]
     layers = [i for i in body if starts_stage(program, ops[i])]
     if not layers:
-        kinds = sorted({ops[i].type for i in body})
-        raise LoweringError(
-            "the program has no op that begins a hardware stage (quantized_fc, "
-            "quantized_conv2d, quantized_pool2d, quantized_table), so there is nothing "
-            f"for the accelerator (its ops: {', '.join(kinds)}). Compile a float model with "
-            "calibration data (fluid-hw compile MODEL --calibration X.npy) to quantise it")
+        raise _nothing_to_lower(ops, body)
     first = layers[0]
     hw_input = main_input(ops[first])
     if not _is_int(program, hw_input):
         raise LoweringError(f"{_describe(ops[first])} reads {hw_input!r}, which is not an "
                             "integer tensor; the program is not quantised consistently")
-    # the region: ops in program order from the first stage, each lowerable and reading
-    # only the accelerator's input and values the region computes (a graph: a value may
-    # feed several ops, a join reads two)
-    chain: list[int] = []
-    avail = {hw_input}
-    pos = body.index(first)
-    while pos < len(body):
-        op = ops[body[pos]]
-        if not (lowerable(program, op) and all(v in avail for v in stream_inputs(op))):
-            break
-        chain.append(body[pos])
-        avail.add(main_output(op))
-        pos += 1
-    while chain and is_layout(ops[chain[-1]].type):  # trailing layout: host side
-        chain.pop()
+    chain = _grow_region(program, ops, body, first)
     hw_output = main_output(ops[chain[-1]])
     hw_set = set(chain)
     rest = [i for i in body if i > chain[-1] or (i < first)]
@@ -199,17 +180,10 @@ def partition(program: Program, feed_names: Sequence[str] | None = None,
             + ". The accelerator is one chain of hardware stages (hls.kinds: fc, "
             "convolution, depthwise convolution, max / average pooling, table activations) "
             "with reshape2 / flatten2 / transpose2 between them; only ops before the first "
-            "stage and after the last one run on the host. Remove or move these ops, or "
-            "keep the model on the CPU "
-            "(general CPU/FPGA partitioning is not implemented yet)")
-    # every value the region computes flows to its output
-    read = {v for i in chain for v in stream_inputs(ops[i])}
-    dead = [i for i in chain if main_output(ops[i]) not in read | {hw_output}]
-    if dead:
-        raise LoweringError(
-            f"{_describe(ops[dead[0]])} computes a value inside the accelerator that no "
-            "hardware stage reads and that is not its output: the accelerator has one "
-            "output stream. Fetch only the model's output, or keep that branch on the CPU")
+            "stage and after the last one run on the host. `fluid-hw compile` cuts such a "
+            "model into accelerator regions with host segments between them "
+            "(hls.partition.segment); lower() takes a program of one region")
+    _check_flows_out(ops, chain, hw_output)
     # values inside the chain must not be read anywhere else
     inner = {main_output(ops[i]) for i in chain} - {hw_output}
     for i in rest:
@@ -302,6 +276,26 @@ class Segmentation:
         return {"feeds": self.feeds, "fetches": self.fetches, "segments": segs}
 
 
+def _nothing_to_lower(ops: list[Operator], body: list[int]) -> LoweringError:
+    kinds = sorted({ops[i].type for i in body})
+    return LoweringError(
+        "the program has no op that begins a hardware stage (quantized_fc, "
+        "quantized_conv2d, quantized_pool2d, quantized_table, quantized_add), so there is "
+        f"nothing for the accelerator (its ops: {', '.join(kinds)}). Compile a float model "
+        "with calibration data (fluid-hw compile MODEL --calibration X.npy) to quantise it")
+
+
+def _check_flows_out(ops: list[Operator], region: list[int], output: str) -> None:
+    """Every value a region computes is read inside it or is its one output stream."""
+    read = {v for i in region for v in stream_inputs(ops[i])}
+    dead = [i for i in region if main_output(ops[i]) not in read | {output}]
+    if dead:
+        raise LoweringError(
+            f"{_describe(ops[dead[0]])} computes a value inside the accelerator that no "
+            "hardware stage reads and that is not its output: the accelerator has one "
+            "output stream. Fetch only the model's output, or keep that branch on the CPU")
+
+
 def _grow_region(program: Program, ops: list[Operator], body: list[int], first: int
                  ) -> list[int]:
     """The ops from ``first`` on, in program order, each lowerable and reading only the
@@ -344,12 +338,7 @@ def segment(program: Program, feed_names: Sequence[str] | None = None,
         in_region |= set(chain)
         regions.append(Region(chain, x, ""))
     if not regions:
-        kinds = sorted({ops[i].type for i in body})
-        raise LoweringError(
-            "the program has no op that begins a hardware stage (quantized_fc, "
-            "quantized_conv2d, quantized_pool2d, quantized_table, quantized_add), so there "
-            f"is nothing for the accelerator (its ops: {', '.join(kinds)}). Compile a float "
-            "model with calibration data (fluid-hw compile MODEL --calibration X.npy)")
+        raise _nothing_to_lower(ops, body)
     # each region's output: the one value it computes that something else reads
     for r in regions:
         own = set(r.ops)
@@ -364,11 +353,7 @@ def segment(program: Program, feed_names: Sequence[str] | None = None,
                 f"({what}); a region streams one value out. Fetch only the model's outputs, "
                 "or keep the ops that read the others on the CPU (QuantConfig(exclude=...))")
         r.hw_output = outs[0]
-        read = {v for i in r.ops for v in stream_inputs(ops[i])}
-        dead = [i for i in r.ops if main_output(ops[i]) not in read | {r.hw_output}]
-        if dead:
-            raise LoweringError(f"{_describe(ops[dead[0]])} computes a value inside an "
-                                "accelerator region that nothing reads")
+        _check_flows_out(ops, r.ops, r.hw_output)
     host_ops = {i for i in body if i not in in_region}
     host: list[Program] = []
     for k in range(len(regions) + 1):
