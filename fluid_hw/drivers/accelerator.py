@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,10 +30,10 @@ import numpy as np
 
 from ..backends.cpu import Executor
 from ..errors import FluidError
-from ..ir import dtypes
 from ..ir.program import Program
 from ..ir.scope import Scope
 from . import sim as _sim  # noqa: F401  (registers the "sim" transport)
+from .host_side import feed_dict, read_host_params, read_host_program
 from .regions import SEGMENTS, RegionedAccelerator
 from .transport import DriverError, ParamImage, StreamResult, Transport, get_transport
 
@@ -141,18 +140,9 @@ class Accelerator:
             return RegionedAccelerator.open(d, transport, load_weights=load_weights,  # type: ignore[return-value]
                                             check=check, **options)
         host = HostInfo.read(d / "host" / "host.json")
-        programs = {}
-        for part in ("pre", "post"):
-            p = d / "host" / f"{part}.pb"
-            try:
-                programs[part] = Program.parse_from_string(p.read_bytes(), source=str(p))
-            except FileNotFoundError:
-                raise DriverError(f"{p}: not found; recompile the model") from None
-        params: dict[str, np.ndarray] = {}
-        pfile = d / "host" / "params.npz"
-        if pfile.exists():
-            with np.load(pfile, allow_pickle=False) as z:
-                params = {k: z[k] for k in z.files}
+        programs = {part: read_host_program(d / "host" / f"{part}.pb")
+                    for part in ("pre", "post")}
+        params = read_host_params(d / "host" / "params.npz")
         t = transport if isinstance(transport, Transport) else \
             get_transport(transport, d, **options)
         acc = cls(d, t, host, programs, params)
@@ -225,26 +215,7 @@ class Accelerator:
     # -- the model ---------------------------------------------------------------------
     def _feed(self, batch: Any) -> dict[str, np.ndarray]:
         """The inputs by name; float arrays converted to the input's float dtype."""
-        feeds = self.host.feeds
-        if isinstance(batch, Mapping):
-            missing = [f for f in feeds if f not in batch]
-            if missing:
-                raise DriverError(f"run: no value for input(s) {missing}; the model reads "
-                                  f"{feeds}")
-            out = {f: np.asarray(batch[f]) for f in feeds}
-        elif len(feeds) != 1:
-            raise DriverError(f"run: the model has inputs {feeds}; pass a dict")
-        else:
-            out = {feeds[0]: np.asarray(batch)}
-        for k, v in out.items():
-            for prog in self.programs.values():
-                gb = prog.global_block()
-                if gb.has_var(k):
-                    want = dtypes.to_numpy(gb.var(k).dtype)
-                    if v.dtype != want and v.dtype.kind == "f" and want.kind == "f":
-                        out[k] = v.astype(want)
-                    break
-        return out
+        return feed_dict(batch, self.host.feeds, list(self.programs.values()))
 
     def run(self, batch: Any) -> list[np.ndarray]:
         """The model on a batch of float inputs (an array for a one-input model, or a

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +24,9 @@ import numpy as np
 
 from ..backends.cpu import Executor
 from ..errors import FluidError
-from ..ir import dtypes
 from ..ir.program import Program
 from ..ir.scope import Scope
+from .host_side import feed_dict, read_host_params, read_host_program
 from .transport import DriverError, ParamImage, Transport
 
 __all__ = ["RegionedAccelerator", "SEGMENTS"]
@@ -73,20 +72,8 @@ class RegionedAccelerator:
             raise DriverError(f"{d} has {len(regions_doc)} accelerator regions, each its own "
                               "accelerator: give the transport by name (e.g. 'sim'), one is "
                               "opened per region")
-        host = []
-        for p in host_files:
-            try:
-                host.append(Program.parse_from_string(p.read_bytes(), source=str(p)))
-            except FileNotFoundError:
-                raise DriverError(f"{p}: not found; recompile the model") from None
-        params: dict[str, np.ndarray] = {}
-        pfile = d / "host" / "params.npz"
-        if pfile.exists():
-            try:
-                with np.load(pfile, allow_pickle=False) as z:
-                    params = {k: z[k] for k in z.files}
-            except (OSError, ValueError) as e:
-                raise DriverError(f"{pfile}: unreadable ({e}); recompile the model") from None
+        host = [read_host_program(p) for p in host_files]
+        params = read_host_params(d / "host" / "params.npz")
         regions: list[Any] = []
         try:
             for r in regions_doc:
@@ -121,23 +108,7 @@ class RegionedAccelerator:
 
     # -- the model ---------------------------------------------------------------------
     def _feed(self, batch: Any) -> dict[str, np.ndarray]:
-        if isinstance(batch, Mapping):
-            missing = [f for f in self.feeds if f not in batch]
-            if missing:
-                raise DriverError(f"run: no value for input(s) {missing}; the model reads "
-                                  f"{self.feeds}")
-            out = {f: np.asarray(batch[f]) for f in self.feeds}
-        elif len(self.feeds) != 1:
-            raise DriverError(f"run: the model has inputs {self.feeds}; pass a dict")
-        else:
-            out = {self.feeds[0]: np.asarray(batch)}
-        for k, v in out.items():
-            gb = self.host_programs[0].global_block()
-            if gb.has_var(k):
-                want = dtypes.to_numpy(gb.var(k).dtype)
-                if v.dtype != want and v.dtype.kind == "f" and want.kind == "f":
-                    out[k] = v.astype(want)
-        return out
+        return feed_dict(batch, self.feeds, self.host_programs[:1])
 
     def run(self, batch: Any) -> list[np.ndarray]:
         """The model on a batch (an array for a one-input model, or a dict name ->

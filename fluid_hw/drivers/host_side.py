@@ -1,0 +1,61 @@
+"""What every driver does on the host: read a build's host programs and their
+parameters, and turn a batch into the model's feeds."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..ir import dtypes
+from ..ir.program import Program
+from .transport import DriverError
+
+__all__ = ["read_host_program", "read_host_params", "feed_dict"]
+
+
+def read_host_program(path: Path) -> Program:
+    """A host program of a build (``host/*.pb``)."""
+    try:
+        return Program.parse_from_string(path.read_bytes(), source=str(path))
+    except FileNotFoundError:
+        raise DriverError(f"{path}: not found; recompile the model") from None
+
+
+def read_host_params(path: Path) -> dict[str, np.ndarray]:
+    """The parameters the host programs read (``host/params.npz``; none when absent)."""
+    if not path.exists():
+        return {}
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError) as e:
+        raise DriverError(f"{path}: unreadable ({e}); recompile the model") from None
+
+
+def feed_dict(batch: Any, feeds: Sequence[str], programs: Sequence[Program]
+              ) -> dict[str, np.ndarray]:
+    """The model's inputs by name from ``batch`` (an array for a one-input model, or a
+    dict); float arrays converted to the input's float dtype in the first program
+    declaring it."""
+    if isinstance(batch, Mapping):
+        missing = [f for f in feeds if f not in batch]
+        if missing:
+            raise DriverError(f"run: no value for input(s) {missing}; the model reads "
+                              f"{list(feeds)}")
+        out = {f: np.asarray(batch[f]) for f in feeds}
+    elif len(feeds) != 1:
+        raise DriverError(f"run: the model has inputs {list(feeds)}; pass a dict")
+    else:
+        out = {feeds[0]: np.asarray(batch)}
+    for k, v in out.items():
+        for prog in programs:
+            gb = prog.global_block()
+            if gb.has_var(k):
+                want = dtypes.to_numpy(gb.var(k).dtype)
+                if v.dtype != want and v.dtype.kind == "f" and want.kind == "f":
+                    out[k] = v.astype(want)
+                break
+    return out
