@@ -399,17 +399,7 @@ def _step_write_host(st: CompileState) -> str:
     part = low.partition
     host = st.out / "host"
     host.mkdir(parents=True, exist_ok=True)
-    params: dict[str, np.ndarray] = {}
-    for what, prog in part.host_programs.items():
-        fio.atomic_write(host / f"{what}.pb", program_to_bytes(prog))
-        for v in prog.global_block().vars.values():
-            if v.persistable and v.name not in ("feed", "fetch"):
-                val = st.scope.find_value(v.name)
-                if val is not None:
-                    params[v.name] = np.asarray(getattr(val, "data", val))
-    tmp = host / ".params.tmp.npz"
-    np.savez(tmp, **params)
-    os.replace(tmp, host / "params.npz")
+    write_host_programs(host, part.host_programs, st.scope)
     info = {"feeds": part.feeds, "fetches": part.fetches, "hw_input": part.hw_input,
             "hw_output": part.hw_output, "in_perm": low.in_perm, "out_perm": low.out_perm,
             "in_shape": low.in_shape, "out_shape": low.out_shape, "weights": low.weights_mode,
@@ -429,6 +419,22 @@ def _step_write_host(st: CompileState) -> str:
         wfile.unlink(missing_ok=True)
         extra = ""
     return (f"pre {info['pre_ops']}, post {info['post_ops']}" + extra)
+
+
+def write_host_programs(host: Path, programs: Mapping[str, Program], scope: Scope) -> None:
+    """``host/<name>.pb`` for every host program and ``host/params.npz`` with the
+    persistable values they read (from ``scope``)."""
+    params: dict[str, np.ndarray] = {}
+    for what, prog in programs.items():
+        fio.atomic_write(host / f"{what}.pb", program_to_bytes(prog))
+        for v in prog.global_block().vars.values():
+            if v.persistable and v.name not in ("feed", "fetch"):
+                val = scope.find_value(v.name)
+                if val is not None:
+                    params[v.name] = np.asarray(getattr(val, "data", val))
+    tmp = host / f".params.{os.getpid()}.tmp.npz"
+    np.savez(tmp, **params)
+    os.replace(tmp, host / "params.npz")
 
 
 def stage_reports(low: Lowered) -> list[dict[str, Any]]:

@@ -27,7 +27,6 @@ alone.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -38,7 +37,6 @@ import numpy as np
 from ...frontend import io as fio
 from ...hls.partition import Segmentation
 from ...hls.stage_info import layer_name
-from ...ir.serialization import program_to_bytes
 from .report import to_json, update_report
 from .steps import BuildError
 
@@ -111,17 +109,9 @@ def write_region_host(st: Any, seg: Segmentation, regions: list[RegionBuild]) ->
     host.mkdir(parents=True, exist_ok=True)
     for f in host.glob("*.pb"):
         f.unlink()
-    params: dict[str, np.ndarray] = {}
-    for k, prog in enumerate(seg.host):
-        fio.atomic_write(host / f"seg{k}.pb", program_to_bytes(prog))
-        for v in prog.global_block().vars.values():
-            if v.persistable and v.name not in ("feed", "fetch"):
-                val = st.scope.find_value(v.name)
-                if val is not None:
-                    params[v.name] = np.asarray(getattr(val, "data", val))
-    tmp = host / f".params.{os.getpid()}.tmp.npz"
-    np.savez(tmp, **params)
-    os.replace(tmp, host / "params.npz")
+    from .compile import write_host_programs
+
+    write_host_programs(host, {f"seg{k}": prog for k, prog in enumerate(seg.host)}, st.scope)
     doc = {"feeds": seg.feeds, "fetches": seg.fetches,
            "regions": [{"index": rb.index, "dir": f"regions/{rb.index}",
                         "hw_input": r.hw_input, "hw_output": r.hw_output,

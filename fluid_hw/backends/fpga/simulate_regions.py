@@ -44,7 +44,7 @@ def simulate_regions(build_dir: str | os.PathLike[str],
                      **region_options: Any) -> dict[str, Any]:
     """Simulate a multi-region build (see the module docstring); returns the keys
     written to report.json."""
-    from .simulate import simulate
+    from .simulate import _accuracy, simulate
 
     t0 = time.perf_counter()
     d = Path(build_dir)
@@ -102,10 +102,8 @@ def simulate_regions(build_dir: str | os.PathLike[str],
         "simulate_seconds": round(time.perf_counter() - t0, 2)}
     if labels is not None:
         y = labels if isinstance(labels, np.ndarray) else np.load(labels, allow_pickle=False)
-        o = outs[0]
-        pred = o.reshape(n, -1).argmax(axis=1) if o.ndim > 1 and o.shape[-1] > 1 else \
-            o.reshape(-1)
-        keys["accuracy"] = {"hardware_int8": float((pred == np.asarray(y).reshape(-1)).mean())}
+        keys["accuracy"] = {"hardware_int8": _accuracy(outs[0],
+                                                       np.asarray(y).reshape(n, -1)[:, 0])}
     tmp = d / f".outputs.{os.getpid()}.tmp.npy"
     np.save(tmp, outs[0])
     os.replace(tmp, d / "outputs.npy")
