@@ -183,11 +183,21 @@ class SlidingWindow(Component):
                 m.d.sync += wcf.eq(wcf + 1)
 
         # ---- reader ---------------------------------------------------------------
+        # Every value the read address and the row control need is a register,
+        # stepped by a constant add when the loop nest moves (docs/bitstreams.md: the
+        # address arithmetic ``iy_base + ky * dh - head_y + head_slot (mod R)`` was the
+        # critical path of every convolutional design).  Row ``y`` of image ``n`` lives
+        # in slot ``(n * H + y) mod R``: ``s0`` is the slot of the image's row 0,
+        # ``base_slot`` that of row ``iy_base`` (the current output row's top), and
+        # ``slot_cur`` / ``iy_cur`` / ``ix_cur`` the element being read.
         cbits = ceil_log2(H + W + 2 * (ekh + sh + sw + max(g.pads) + g.eff_kernel[1])) + 2
         iy_base = Signal(signed(cbits), init=-pt)
         ix_base = Signal(signed(cbits), init=-pl)
-        head_y = Signal(range(H + 1))
-        head_slot = Signal(range(max(2, R)))
+        iy_cur = Signal(signed(cbits), init=-pt)
+        ix_cur = Signal(signed(cbits), init=-pl)
+        s0 = Signal(range(max(2, R)))
+        base_slot = Signal(range(max(2, R)), init=(-pt) % R)
+        slot_cur = Signal(range(max(2, R)), init=(-pt) % R)
         oy = Signal(range(max(2, OH)))
         ox = Signal(range(max(2, OW)))
         ky = Signal(range(max(2, kh)))
@@ -196,20 +206,34 @@ class SlidingWindow(Component):
         release = Signal(range(R + 1))
         m.d.sync += filled.eq(filled + row_done - release)
 
-        iy = Signal(signed(cbits))
-        ix = Signal(signed(cbits))
-        rel = Signal(signed(cbits))
-        slot_sum = Signal(signed(cbits))
-        slot = Signal(range(max(2, R)))
+        def slot_add(slot: Signal, k: int) -> object:
+            """``(slot + k) mod R`` for a slot below ``R`` and a constant ``k``."""
+            k %= R
+            if not k:
+                return slot
+            return Mux(slot >= R - k, slot - (R - k), slot + k)
+
+        # rows of the current image present (written, not released): head + filled,
+        # where head = max(iy_base, 0) is the first row still held
+        avail = Signal(range(H + R + 2))
+        # rows the current output row needs, and the release's figures, from the
+        # registered iy_base (stable for at least two cycles before they are used)
+        need = Signal(signed(cbits + 1), init=-pt + ekh)
+        last_row = Signal()
+        rel_need = Signal(range(H + 1))
+        n_rel = Signal(range(R + 1))
+        head = Mux(iy_base > 0, iy_base, 0)
+        lo_next = Mux(iy_base + sh > 0, iy_base + sh, 0)
+        m.d.sync += [
+            last_row.eq(oy == OH - 1),
+            rel_need.eq(Mux(oy == OH - 1, H, lo_next)),
+            n_rel.eq(Mux(oy == OH - 1, H - head, lo_next - head)),
+        ]
+
         inside = Signal()
         m.d.comb += [
-            iy.eq(iy_base + ky * dh),
-            ix.eq(ix_base + kx * dw),
-            rel.eq(iy - head_y),
-            slot_sum.eq(head_slot + rel),
-            slot.eq(Mux(slot_sum >= R, slot_sum - R, slot_sum)),
-            inside.eq((iy >= 0) & (iy < H) & (ix >= 0) & (ix < W)),
-            rp.addr.eq(addr(slot, ix, rcf)),
+            inside.eq((iy_cur >= 0) & (iy_cur < H) & (ix_cur >= 0) & (ix_cur < W)),
+            rp.addr.eq(addr(slot_cur, ix_cur, rcf)),
         ]
 
         # loop nest, innermost first
@@ -217,14 +241,17 @@ class SlidingWindow(Component):
             nest = [(rcf, CF), (kx, kw), (ky, kh)]
         else:
             nest = [(kx, kw), (ky, kh), (rcf, CF)]
+        at_end = {id(c): Signal(name=f"{c.name}_end") for c, _ in nest}
+        for c, n in nest:
+            m.d.comb += at_end[id(c)].eq(c == n - 1)
         inner_last = Signal()
-        m.d.comb += inner_last.eq(Cat(*[c == n - 1 for c, n in nest]).all())
+        m.d.comb += inner_last.eq(Cat(*at_end.values()).all())
         row_last = inner_last & (ox == OW - 1)
+        next_ix_base = Mux(ox == OW - 1, -pl, ix_base + sw)
 
         issue = Signal()
-        need = Signal(signed(cbits))
-        m.d.comb += need.eq(iy_base + ekh)
-        rows_ok = (head_y + filled >= need) | (head_y + filled >= H)
+        next_image = Signal()
+        rows_ok = (avail >= need) | (avail >= H)
         with m.FSM(name="swg"):
             with m.State("WAIT"), m.If(rows_ok):
                 m.next = "ISSUE"
@@ -232,34 +259,44 @@ class SlidingWindow(Component):
                 m.d.comb += issue.eq(q.can_issue)
                 with m.If(issue):
                     carry = Const(1, 1)
-                    for c, n in nest:
+                    for c, _n in nest:
+                        end_c = at_end[id(c)]
                         with m.If(carry):
-                            m.d.sync += c.eq(Mux(c == n - 1, 0, c + 1))
-                        carry = carry & (c == n - 1)
+                            m.d.sync += c.eq(Mux(end_c, 0, c + 1))
+                            # the read position follows its counters
+                            if c is kx:
+                                m.d.sync += ix_cur.eq(Mux(end_c, Mux(inner_last, next_ix_base,
+                                                                     ix_base), ix_cur + dw))
+                            elif c is ky:
+                                m.d.sync += [iy_cur.eq(Mux(end_c, iy_base, iy_cur + dh)),
+                                             slot_cur.eq(Mux(end_c, base_slot,
+                                                             slot_add(slot_cur, dh)))]
+                        carry = carry & end_c
                     with m.If(inner_last):
                         m.d.sync += [ox.eq(Mux(ox == OW - 1, 0, ox + 1)),
-                                     ix_base.eq(Mux(ox == OW - 1, -pl, ix_base + sw))]
+                                     ix_base.eq(next_ix_base)]
                     with m.If(row_last):
                         m.next = "RELEASE"
-            with m.State("RELEASE"):
-                n_rel = Signal(range(R + 1))
-                lo_next = Signal(signed(cbits))
-                m.d.comb += lo_next.eq(Mux(iy_base + sh > 0, iy_base + sh, 0))
-                last_row = oy == OH - 1
-                # the rows to release must have arrived: with a row stride beyond the
-                # kernel, the next output row starts past rows no window reads
-                ok = head_y + filled >= Mux(last_row, H, lo_next)
-                m.d.comb += n_rel.eq(Mux(last_row, H - head_y, lo_next - head_y))
-                with m.If(ok):
-                    m.d.comb += release.eq(n_rel)
-                    hs = head_slot + n_rel
-                    m.d.sync += head_slot.eq(Mux(hs >= R, hs - R, hs))
-                    with m.If(last_row):
-                        m.d.sync += [oy.eq(0), iy_base.eq(-pt), head_y.eq(0)]
-                    with m.Else():
-                        m.d.sync += [oy.eq(oy + 1), iy_base.eq(iy_base + sh),
-                                     head_y.eq(lo_next)]
-                    m.next = "WAIT"
+            # the rows to release must have arrived: with a row stride beyond the
+            # kernel, the next output row starts past rows no window reads
+            with m.State("RELEASE"), m.If(avail >= rel_need):
+                m.d.comb += release.eq(n_rel)
+                with m.If(last_row):
+                    nxt = slot_add(s0, H - pt)
+                    m.d.comb += next_image.eq(1)
+                    m.d.sync += [oy.eq(0), iy_base.eq(-pt), iy_cur.eq(-pt),
+                                 need.eq(-pt + ekh), s0.eq(slot_add(s0, H)),
+                                 base_slot.eq(nxt), slot_cur.eq(nxt)]
+                with m.Else():
+                    nxt = slot_add(base_slot, sh)
+                    m.d.sync += [oy.eq(oy + 1), iy_base.eq(iy_base + sh),
+                                 iy_cur.eq(iy_base + sh), need.eq(need + sh),
+                                 base_slot.eq(nxt), slot_cur.eq(nxt)]
+                m.next = "WAIT"
+        # avail = head + filled: a row written adds one; releasing rows moves the head
+        # by as many (no change), except past the image's last row, where the next
+        # image's rows count from 0
+        m.d.sync += avail.eq(avail + row_done - Mux(next_image, H, 0))
 
         # one-cycle memory read, then padding
         issued = Signal()
