@@ -52,25 +52,46 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def imported_modules(path: Path) -> list[str]:
+def _from_imports(path: Path) -> list[tuple[ast.ImportFrom, str]]:
+    """Each ``from X import ...`` of ``path`` with X resolved to an absolute name."""
     mod = module_name(path)
     pkg = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
     out = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            out += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
+        if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = pkg.split(".")
                 base = base[: len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-                if node.module is None:
-                    out += [f"{target}.{a.name}" for a in node.names]
-                else:
-                    out.append(target)
-            elif node.module:
-                out.append(node.module)
-    return [m for m in out if m == "fluid_hw" or m.startswith("fluid_hw.")]
+                out.append((node, ".".join(base + ([node.module] if node.module else []))))
+            else:
+                out.append((node, node.module or ""))
+    return out
+
+
+def _ours(m: str) -> bool:
+    return m == "fluid_hw" or m.startswith("fluid_hw.")
+
+
+def imported_modules(path: Path) -> list[str]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+    for node, target in _from_imports(path):
+        if node.level and node.module is None:
+            out += [f"{target}.{a.name}" for a in node.names]
+        elif target:
+            out.append(target)
+    return [m for m in out if _ours(m)]
+
+
+def private_imports(path: Path) -> list[tuple[str, str]]:
+    """(module, name) for each private name (``_x``, not a dunder) ``path`` imports
+    from a module of another unit."""
+    me = unit_of(module_name(path))
+    return [(target, a.name) for node, target in _from_imports(path) for a in node.names
+            if _ours(target) and unit_of(target) != me and a.name.startswith("_")
+            and not a.name.startswith("__")]
 
 
 def violations() -> list[str]:
@@ -102,3 +123,31 @@ def test_checker_catches_a_violation(tmp_path, monkeypatch):
     assert "fluid_hw.ir.registry" in mods and "fluid_hw.errors" in mods
     assert unit_of("fluid_hw.frontend.layers.nn") == "frontend"
     assert unit_of("fluid_hw.backends.cpu.executor") == "backends.cpu"
+
+
+#: private names imported across units, kept until their owners move to public ones
+#: (the CPU executor's check_feed / target_name; cpu.kernels.nn's pool geometry)
+KNOWN_PRIVATE_IMPORTS = {
+    ("fluid_hw.backends.cuda.kernels", "fluid_hw.backends.cpu.kernels.nn", "_pool_geometry"),
+    ("fluid_hw.backends.fpga.place", "fluid_hw.backends.cpu.executor", "_check_feed"),
+    ("fluid_hw.backends.fpga.place", "fluid_hw.backends.cpu.executor", "_target_name"),
+}
+
+
+def test_no_new_private_names_across_units():
+    """What one unit uses of another is public (documented, in ``__all__``)."""
+    found = {(module_name(p), target, name) for p in sorted(ROOT.rglob("*.py"))
+             for target, name in private_imports(p)}
+    assert found - KNOWN_PRIVATE_IMPORTS == set()
+
+
+def test_cuda_executor_uses_only_the_public_cpu_executor():
+    """The CUDA executor reuses the CPU executor's run through its public names and
+    hooks, not its private helpers."""
+    from fluid_hw.backends.cpu import executor as cpu_executor
+
+    path = ROOT / "backends" / "cuda" / "executor.py"
+    assert private_imports(path) == []
+    names = [a.name for node, target in _from_imports(path)
+             if target == "fluid_hw.backends.cpu.executor" for a in node.names]
+    assert names and set(names) <= set(cpu_executor.__all__)

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from ...ir.program import Operator
     from ...ir.scope import Scope
 
+__all__ = ["CHECK_KERNELS", "KernelContext", "lod_tensor", "share_lod_plan", "with_shared_lod"]
+
 #: check every kernel output against its variable's declared dtype and shape
 CHECK_KERNELS = os.environ.get("FLUID_HW_CHECK_KERNELS", "") not in ("", "0")
 
@@ -205,8 +207,22 @@ def share_lod_plan(op: Operator) -> tuple[str, tuple[str, ...]] | None:
     return (src, outs) if outs else None
 
 
+def lod_tensor(data: Any, lod: Any) -> LoDTensor:
+    """A LoDTensor around ``data`` as it is: any array object, numpy or a device
+    array (``LoDTensor(data, lod)`` would convert it to numpy)."""
+    t = LoDTensor()
+    t.data = data
+    t._lod = [list(map(int, lv)) for lv in lod]
+    return t
+
+
 def with_shared_lod(fn: Any, src: str, outs: tuple[str, ...]) -> Any:
-    """``fn`` followed by LoD sharing from ``src`` to ``outs`` (see :func:`share_lod_plan`)."""
+    """``fn`` followed by LoD sharing from ``src`` to ``outs`` (see :func:`share_lod_plan`).
+
+    Works on any array module's values (the CUDA back end wraps its device arrays
+    with it too): an output that is an array (not a LoDTensor nor a tensor array)
+    with ``src``'s row count is wrapped, without a copy, with ``src``'s LoD.
+    """
 
     def kernel(ctx: KernelContext) -> None:
         fn(ctx)
@@ -217,8 +233,9 @@ def with_shared_lod(fn: Any, src: str, outs: tuple[str, ...]) -> Any:
         for n in outs:
             scope = ctx.owner_scope(n)
             o = scope.vars.get(n)
-            if type(o) is np.ndarray and o.ndim and o.shape[0] == rows:
-                scope.vars[n] = LoDTensor(o, v._lod)
+            if o is not None and not isinstance(o, (LoDTensor, list)) and \
+                    getattr(o, "ndim", 0) and o.shape[0] == rows:
+                scope.vars[n] = lod_tensor(o, v._lod)
 
     kernel.__name__ = getattr(fn, "__name__", "kernel")
     kernel.__wrapped__ = fn  # type: ignore[attr-defined]

@@ -3,13 +3,22 @@
 It is the specification of every op: other back ends are tested against it.
 A program is verified and its ops bound to kernels once per program version
 (:meth:`Executor.prepare`); :meth:`Executor.run` then only moves data.
+
+It also owns what every back end's ``run`` does around the ops, so that they
+agree: :func:`target_name` (a fetch-list entry's name), :func:`resolve_targets`
+(verify, look up feeds and fetches), :func:`with_feed_fetch` (the program with
+feed and fetch ops), :func:`check_feed` (a fed value against its variable) and
+:func:`fetch_value` (what a fetched value is returned as).  A back end's executor
+subclasses :class:`Executor` and overrides the two hooks :meth:`Executor._bind`
+(what a prepared program is bound to) and :meth:`Executor._execute` (one run);
+``run``'s prologue and epilogue are shared.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -24,6 +33,12 @@ from ...ir.verifier import verify_program
 from .context import KernelContext, share_lod_plan, with_shared_lod
 from .kernels import get_kernel
 from .place import CPUPlace
+
+__all__ = [
+    "PLACE_EXECUTORS", "Executor", "FeedTarget", "OpHook", "PreparedBlock", "PreparedRun",
+    "check_feed", "fetch_value", "prepare_block", "resolve_targets", "run_prepared_block",
+    "target_name", "with_feed_fetch",
+]
 
 
 @dataclass
@@ -134,17 +149,33 @@ def resolve_targets(program: Program, feed_names: Sequence[str],
 
 
 @dataclass
-class _Prepared:
+class PreparedRun:
+    """A program made ready to run with given feeds and fetches, once per program
+    version (:meth:`Executor.prepare`); a back end's executor extends it with what
+    its :meth:`Executor._bind` binds (kernels, a device plan)."""
+
     source: Program
     version: int
+    #: ``source`` with feed ops in front and fetch ops at the end (:func:`with_feed_fetch`)
     program: Program
-    main: PreparedBlock
     feed_vars: list[FeedTarget]
     fetch_names: list[str]
+    #: per fetch target: persistable, so its value is copied out, not lent
     persistable_fetch: list[bool]
+    feed_var_name: str
+    fetch_var_name: str
     #: the global block's non-persistable tensor arrays: emptied at the start of each
     #: run (Fluid creates them afresh in each run's local scope)
-    arrays: list[str] = field(default_factory=list)
+    arrays: list[str]
+
+    def shared_fields(self) -> dict[str, Any]:
+        """These fields by name: what a back end's extension is built from."""
+        return {f.name: getattr(self, f.name) for f in fields(PreparedRun)}
+
+
+@dataclass
+class _Prepared(PreparedRun):
+    main: PreparedBlock
 
 
 #: place type name -> "module:Executor class" of the back end that runs it
@@ -169,7 +200,7 @@ class Executor:
     def __init__(self, place: Any = None, seed: int | None = None) -> None:
         self.place = place if place is not None else CPUPlace()
         self.rng = np.random.default_rng(seed)
-        self._cache: dict[tuple[Any, ...], _Prepared] = {}
+        self._cache: dict[tuple[Any, ...], PreparedRun] = {}
         self._blocks: dict[tuple[int, int], tuple[Program, int, PreparedBlock]] = {}
         #: called after every op (see :func:`run_prepared_block`); empty = no cost
         self.hooks: list[OpHook] = []
@@ -196,22 +227,30 @@ class Executor:
 
     # -- preparation ---------------------------------------------------
     def prepare(self, program: Program, feed_names: Sequence[str], fetch_names: Sequence[str],
-                feed_var_name: str = "feed", fetch_var_name: str = "fetch") -> _Prepared:
+                feed_var_name: str = "feed", fetch_var_name: str = "fetch") -> PreparedRun:
+        """``program`` ready to run with these feeds and fetches: verified, targets
+        looked up, feed and fetch ops added, then bound by :meth:`_bind`; cached per
+        program version."""
         key = (id(program), tuple(feed_names), tuple(fetch_names), feed_var_name, fetch_var_name)
         hit = self._cache.get(key)
         if hit is not None and hit.source is program and hit.version == program._version:
             return hit
         feed_vars, persist = resolve_targets(program, feed_names, fetch_names)
-        gb = program.global_block()
-        run_prog = _with_feed_fetch(program, list(feed_names), list(fetch_names),
-                                    feed_var_name, fetch_var_name)
-        arrays = [v.name for v in gb.vars.values()
+        run_prog = with_feed_fetch(program, list(feed_names), list(fetch_names),
+                                   feed_var_name, fetch_var_name)
+        arrays = [v.name for v in program.global_block().vars.values()
                   if v.type == VarType.LOD_TENSOR_ARRAY and not v.persistable]
-        prepared = _Prepared(program, program._version, run_prog,
-                             prepare_block(run_prog.global_block(), self), feed_vars,
-                             list(fetch_names), persist, arrays)
+        prepared = self._bind(PreparedRun(program, program._version, run_prog, feed_vars,
+                                          list(fetch_names), persist, feed_var_name,
+                                          fetch_var_name, arrays))
         self._cache[key] = prepared
         return prepared
+
+    def _bind(self, run: PreparedRun) -> PreparedRun:
+        """The back-end hook of :meth:`prepare`: bind ``run.program`` to what runs it.
+        Here: the global block's ops to CPU kernels."""
+        return _Prepared(**run.shared_fields(), main=prepare_block(run.program.global_block(),
+                                                                   self))
 
     # -- running -------------------------------------------------------
     def run(
@@ -225,6 +264,13 @@ class Executor:
         return_numpy: bool = True,
         use_program_cache: bool = True,
     ) -> list[Any]:
+        """Run ``program`` (default: the default main program) in ``scope`` (default:
+        the global scope) with ``feed``; the values of ``fetch_list`` (variables or
+        names), as :func:`fetch_value` returns them.
+
+        Every back end's executor runs this: only :meth:`_bind` and :meth:`_execute`
+        are its own.
+        """
         if program is None:
             program = default_main_program()
         runner = getattr(program, "_run_with", None)
@@ -234,26 +280,32 @@ class Executor:
         if not isinstance(program, Program):
             raise ExecutionError(f"Executor.run expects a Program, got {type(program).__name__}")
         feed = dict(feed or {})
-        fetch_names = [_target_name(f) for f in (fetch_list or [])]
+        fetch_names = [target_name(f) for f in (fetch_list or [])]
         if scope is None:
             scope = global_scope()
         if not use_program_cache:
             self._cache.clear()
         prep = self.prepare(program, list(feed), fetch_names, feed_var_name, fetch_var_name)
-        scope.vars[feed_var_name] = [
-            _check_feed(v, feed[v.name]) for v in prep.feed_vars
-        ]
-        scope.vars[fetch_var_name] = [None] * len(fetch_names)
-        for n in prep.arrays:
-            scope.vars[n] = []
-        run_prepared_block(prep.main, scope, self.hooks)
-        results = scope.vars[fetch_var_name]
+        fed = [check_feed(v, feed[v.name]) for v in prep.feed_vars]
+        results = self._execute(prep, fed, scope)
         out: list[Any] = []
         for name, val, persist in zip(fetch_names, results, prep.persistable_fetch):
             if val is None:
                 raise FetchError(f"fetch target {name!r} was never computed")
             out.append(fetch_value(name, val, return_numpy, persist))
         return out
+
+    def _execute(self, prep: PreparedRun, feeds: list[Any], scope: Scope) -> list[Any]:
+        """The back-end hook of :meth:`run`: run ``prep`` in ``scope`` with ``feeds``
+        (checked values, one per ``prep.feed_vars``); the fetch targets' values (None
+        for one never computed), which ``run`` converts with :func:`fetch_value`."""
+        assert isinstance(prep, _Prepared)
+        scope.vars[prep.feed_var_name] = feeds
+        scope.vars[prep.fetch_var_name] = [None] * len(prep.fetch_names)
+        for n in prep.arrays:
+            scope.vars[n] = []
+        run_prepared_block(prep.main, scope, self.hooks)
+        return scope.vars[prep.fetch_var_name]
 
 
 def fetch_value(name: str, val: Any, return_numpy: bool, copy: bool = False) -> Any:
@@ -284,7 +336,8 @@ def fetch_value(name: str, val: Any, return_numpy: bool, copy: bool = False) -> 
     return LoDTensor(arr)
 
 
-def _target_name(t: Any) -> str:
+def target_name(t: Any) -> str:
+    """The variable name of a ``fetch_list`` entry (a Variable or a name)."""
     if isinstance(t, str):
         return t
     if isinstance(t, Variable):
@@ -292,8 +345,8 @@ def _target_name(t: Any) -> str:
     raise FetchError(f"fetch_list entries must be Variables or names, got {t!r}")
 
 
-def _with_feed_fetch(program: Program, feed_names: list[str], fetch_names: list[str],
-                     feed_var: str, fetch_var: str) -> Program:
+def with_feed_fetch(program: Program, feed_names: list[str], fetch_names: list[str],
+                    feed_var: str, fetch_var: str) -> Program:
     """A copy of ``program`` with feed ops in front and fetch ops at the end.
 
     A program that already feeds and fetches exactly these names (a loaded
@@ -320,7 +373,7 @@ def _with_feed_fetch(program: Program, feed_names: list[str], fetch_names: list[
     return p
 
 
-def _check_feed(var: FeedTarget, value: Any) -> Any:
+def check_feed(var: FeedTarget, value: Any) -> Any:
     """Validate a fed value against its variable; return what goes into the scope."""
     lod: list[list[int]] = []
     if isinstance(value, LoDTensor):
@@ -354,3 +407,8 @@ def _check_feed(var: FeedTarget, value: Any) -> Any:
         check_lod(lod, arr.shape[0], f"feed {var.name!r}")
         return LoDTensor(arr, lod)
     return arr
+
+
+# the former private names, still imported by fluid_hw.backends.fpga.place
+_check_feed = check_feed
+_target_name = target_name

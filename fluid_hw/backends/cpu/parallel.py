@@ -63,11 +63,11 @@ from ...ir.scope import Scope, global_scope
 from .executor import (
     FeedTarget,
     PreparedBlock,
-    _check_feed,
-    _target_name,
+    check_feed,
     prepare_block,
     resolve_targets,
     run_prepared_block,
+    target_name,
 )
 from .place import CPUPlace
 
@@ -143,14 +143,6 @@ class Communicator(Protocol):
 
 def _data(v: Any) -> Any:
     return v.data if isinstance(v, LoDTensor) else v
-
-
-def _lod_tensor(data: Any, lod: Sequence[Sequence[int]]) -> LoDTensor:
-    """A LoDTensor around any array object (``LoDTensor()`` converts to numpy)."""
-    t = LoDTensor()
-    t.data = data
-    t._lod = [list(map(int, lv)) for lv in lod]
-    return t
 
 
 class CPUPlaceDevice:
@@ -459,7 +451,7 @@ class CompiledProgram:
             return executor.run(self._program, feed=feed, fetch_list=fetch_list, scope=scope,
                                 return_numpy=return_numpy)
         scope = scope if scope is not None else global_scope()
-        fetch_names = [_target_name(f) for f in (fetch_list or [])]
+        fetch_names = [target_name(f) for f in (fetch_list or [])]
         shares = self._split_feed(feed)
         plan = self._plan(executor, list(shares[0]), fetch_names)
         devs, comm = self._devices, self._comm
@@ -472,7 +464,7 @@ class CompiledProgram:
         weights = [1.0 if one else u / total for u in units]
         for d, share, (a, _) in zip(devs, shares, plan.prepared):
             for t in plan.feed:
-                d.scope.vars[t.name] = d.upload(_check_feed(t, share[t.name]))
+                d.scope.vars[t.name] = d.upload(check_feed(t, share[t.name]))
             d.run(a, executor)
         for g in plan.grads:
             root = plan.grad_owner[g]

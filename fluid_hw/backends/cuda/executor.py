@@ -13,30 +13,23 @@ the executor keeps a device copy of each of them beside it (per scope):
 * every other value stays on the device.
 
 So host-device copies happen only at feed, fetch and for persistables.  How each
-op runs is in :mod:`.plan` and :mod:`.kernels`.
+op runs is in :mod:`.plan` and :mod:`.kernels`.  ``run`` is the CPU executor's
+(the same feed checks, program preparation and fetch results); this executor
+supplies its two hooks, ``_bind`` (a device plan) and ``_execute`` (the copies
+above around the plan).
 """
 
 from __future__ import annotations
 
 import weakref
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import ExecutionError, FetchError
-from ...ir.default_programs import default_main_program
-from ...ir.lod import LoDTensor
 from ...ir.program import Block, Program
-from ...ir.scope import Scope, global_scope
-from ..cpu.executor import (
-    Executor,
-    FeedTarget,
-    _check_feed,
-    _target_name,
-    _with_feed_fetch,
-    resolve_targets,
-)
+from ...ir.scope import Scope
+from ..cpu.executor import Executor, PreparedRun
 from ..cpu.place import CUDAPlace
 from .kernels import to_device_value, to_host_value
 from .plan import DevicePlan, plan_ops, run_plan
@@ -46,12 +39,8 @@ __all__ = ["CUDAExecutor"]
 
 
 @dataclass
-class _Prepared:
-    source: Program
-    version: int
+class _Prepared(PreparedRun):
     plan: DevicePlan
-    feed: list[FeedTarget]
-    fetch: list[str]
     reads: list[str]  # values taken from the scope (not fed, read before written)
     writes: list[str]  # persistables written, downloaded after a run
 
@@ -100,37 +89,39 @@ class CUDAExecutor(Executor):
             getattr(place, "device_id", 0))
         self.fuse = fuse
         self.host_op_runs: Counter[str] = Counter()
-        self._prepared: dict[tuple[Any, ...], _Prepared] = {}
         self._sub_plans: dict[tuple[int, int], tuple[Program, int, DevicePlan]] = {}
         self._device_scopes: weakref.WeakKeyDictionary[Scope, _DeviceScope] = \
             weakref.WeakKeyDictionary()
 
+    @property
+    def _prepared(self) -> dict[tuple[Any, ...], PreparedRun]:
+        """The prepared runs (each with its device ``plan``), by cache key."""
+        return self._cache
+
     def close(self) -> None:
         super().close()
-        self._prepared.clear()
         self._sub_plans.clear()
         self._device_scopes = weakref.WeakKeyDictionary()
 
     # -- preparation ---------------------------------------------------------------------
     def prepare_device(self, program: Program, feed_names: Sequence[str],
                        fetch_names: Sequence[str]) -> _Prepared:
-        key = (id(program), tuple(feed_names), tuple(fetch_names))
-        hit = self._prepared.get(key)
-        if hit is not None and hit.source is program and hit.version == program._version:
-            return hit
-        feed, _ = resolve_targets(program, feed_names, fetch_names)
-        # the CPU executor's program (feed ops in front: the same op indices, so seeded
-        # random ops draw the same numbers); feeding and fetching are done here
-        run_prog = _with_feed_fetch(program, list(feed_names), list(fetch_names), "feed",
-                                    "fetch")
-        rb = run_prog.global_block()
-        idx = [i for i, op in enumerate(rb.ops) if op.type not in ("feed", "fetch")]
-        plan = plan_ops(rb, idx, self, self.runtime, keep=fetch_names, fuse=self.fuse)
-        reads, writes = program_io(rb, idx, set(feed_names))
-        prep = _Prepared(program, program._version, plan, feed, list(fetch_names), reads,
-                         writes)
-        self._prepared[key] = prep
+        """:meth:`prepare`, typed: the run with its device plan (to inspect it, or to
+        compile several programs' kernels together inside ``runtime.deferred()``)."""
+        prep = self.prepare(program, feed_names, fetch_names)
+        assert isinstance(prep, _Prepared)
         return prep
+
+    def _bind(self, run: PreparedRun) -> _Prepared:
+        """Plan the run program's ops on the device.  It is the CPU executor's program
+        (feed ops in front: the same op indices, so seeded random ops draw the same
+        numbers); its feed and fetch ops are left out: :meth:`_execute` feeds and
+        fetches."""
+        rb = run.program.global_block()
+        idx = [i for i, op in enumerate(rb.ops) if op.type not in ("feed", "fetch")]
+        plan = plan_ops(rb, idx, self, self.runtime, keep=run.fetch_names, fuse=self.fuse)
+        reads, writes = program_io(rb, idx, {t.name for t in run.feed_vars})
+        return _Prepared(**run.shared_fields(), plan=plan, reads=reads, writes=writes)
 
     def run_block(self, block: Block, scope: Scope) -> None:
         """A control-flow op's sub-block, on the device."""
@@ -144,52 +135,28 @@ class CUDAExecutor(Executor):
         run_plan(hit[2], scope)
 
     # -- running -------------------------------------------------------------------------
-    def run(
-        self,
-        program: Program | None = None,
-        feed: Mapping[str, Any] | None = None,
-        fetch_list: Sequence[Any] | None = None,
-        feed_var_name: str = "feed",
-        fetch_var_name: str = "fetch",
-        scope: Scope | None = None,
-        return_numpy: bool = True,
-        use_program_cache: bool = True,
-    ) -> list[Any]:
-        if program is None:
-            program = default_main_program()
-        runner = getattr(program, "_run_with", None)
-        if runner is not None:
-            return runner(self, feed=feed, fetch_list=fetch_list, scope=scope,
-                          return_numpy=return_numpy)
-        if not isinstance(program, Program):
-            raise ExecutionError(f"Executor.run expects a Program, got {type(program).__name__}")
-        feed = dict(feed or {})
-        fetch_names = [_target_name(f) for f in (fetch_list or [])]
-        scope = scope if scope is not None else global_scope()
-        if not use_program_cache:
-            self._prepared.clear()
-        prep = self.prepare_device(program, list(feed), fetch_names)
+    def _execute(self, prep: PreparedRun, feeds: list[Any], scope: Scope) -> list[Any]:
+        """Upload what changed, feed, empty the tensor arrays, run the plan, download
+        the fetch targets (host values: the shared ``run`` returns them as the CPU
+        executor does) and the persistables written."""
+        assert isinstance(prep, _Prepared)
         dev = self._device_scopes.get(scope)
         if dev is None:
             dev = self._device_scopes[scope] = _DeviceScope()
         rt = self.runtime
         with rt.activate():
             self._upload_reads(prep, scope, dev)
-            for t in prep.feed:
-                dev.scope.vars[t.name] = to_device_value(_check_feed(t, feed[t.name]), rt)
+            for t, value in zip(prep.feed_vars, feeds):
+                dev.scope.vars[t.name] = to_device_value(value, rt)
+            for n in prep.arrays:  # as the CPU executor: tensor arrays start empty
+                dev.scope.vars[n] = []
             run_plan(prep.plan, dev.scope)
             out = []
-            for name in prep.fetch:
+            for name in prep.fetch_names:
                 v = dev.scope.vars.get(name)
                 if v is None:
                     v = scope.find_value(name)
-                    if v is None:
-                        raise FetchError(f"fetch target {name!r} was never computed")
-                host = to_host_value(v, rt)
-                if return_numpy:
-                    out.append(host.data if isinstance(host, LoDTensor) else host)
-                else:
-                    out.append(host if isinstance(host, LoDTensor) else LoDTensor(host))
+                out.append(None if v is None else to_host_value(v, rt))
             for name in prep.writes:
                 v = dev.scope.vars.get(name)
                 if v is not None:

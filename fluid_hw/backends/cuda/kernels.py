@@ -31,7 +31,7 @@ from ...ir import dtypes
 from ...ir.lod import LoDTensor
 from ...ir.ops.math import reduce_axes, reduce_shape
 from ...ir.ops.nn import window_geometry
-from ..cpu.context import CHECK_KERNELS, KernelContext
+from ..cpu.context import CHECK_KERNELS, KernelContext, lod_tensor
 from ..cpu.kernels import get_kernel
 from ..cpu.kernels.nn import _pool_geometry
 from .codegen import im2col_kernel, pool2d_kernel, softmax_kernel, softmax_xent_kernel
@@ -73,7 +73,7 @@ SHARED_OPS: frozenset[str] = frozenset({
     "mul", "mul_grad", "matmul", "matmul_grad", "scale", "scale_grad", "sum", "sum_grad",
     "mean", "reduce_sum_grad", "reduce_mean_grad", "reduce_max_grad", "fill_zeros_like",
     "batch_norm", "batch_norm_grad", "cast", "assign", "cross_entropy",
-    "softmax_with_cross_entropy", "lookup_table",
+    "softmax_with_cross_entropy", "lookup_table", "sgd", "momentum", "adam",
 })
 
 
@@ -84,14 +84,6 @@ def placement(op_type: str) -> str:
     if op_type in SHARED_OPS:
         return "shared"
     return "host"
-
-
-def lod_tensor(data: Any, lod: Any) -> LoDTensor:
-    """A LoDTensor around a device array (``LoDTensor()`` would convert it to numpy)."""
-    t = LoDTensor()
-    t.data = data
-    t._lod = [list(map(int, lv)) for lv in lod]
-    return t
 
 
 def to_host_value(v: Any, rt: DeviceRuntime) -> Any:
@@ -384,53 +376,3 @@ def pool2d(ctx: DeviceKernelContext) -> None:
                ksize[0], ksize[1], strides[0], strides[1], pads[0], pads[2], int(is_max),
                int(bool(a["exclusive"])))
     ctx.set_output("Out", out)
-
-
-# -- optimizers: the CPU formulas, the learning rate kept on the device ---------------------
-# (the CPU kernels read the learning rate as a host scalar; see the module doc)
-
-
-def _lr(ctx: DeviceKernelContext, dt: np.dtype) -> Any:
-    return ctx.input("LearningRate").reshape(-1)[0].astype(dt)
-
-
-@register_device_kernel("sgd")
-def sgd(ctx: DeviceKernelContext) -> None:
-    p = ctx.input("Param")
-    ctx.set_output("ParamOut", p - _lr(ctx, p.dtype) * ctx.input("Grad"))
-
-
-@register_device_kernel("momentum")
-def momentum(ctx: DeviceKernelContext) -> None:
-    p, g, v = ctx.input("Param"), ctx.input("Grad"), ctx.input("Velocity")
-    t = p.dtype.type
-    lr, mu = _lr(ctx, p.dtype), t(ctx.attrs["mu"])
-    v_out = mu * v + g
-    if ctx.attrs["use_nesterov"]:
-        p_out = p - (g + mu * v_out) * lr
-    else:
-        p_out = p - lr * v_out
-    ctx.set_output("ParamOut", p_out)
-    ctx.set_output("VelocityOut", v_out)
-
-
-@register_device_kernel("adam")
-def adam(ctx: DeviceKernelContext) -> None:
-    xp = ctx.xp
-    p, g = ctx.input("Param"), ctx.input("Grad")
-    m1, m2 = ctx.input("Moment1"), ctx.input("Moment2")
-    b1p, b2p = ctx.input("Beta1Pow"), ctx.input("Beta2Pow")
-    t = p.dtype.type
-    b1, b2, eps = t(ctx.attrs["beta1"]), t(ctx.attrs["beta2"]), t(ctx.attrs["epsilon"])
-    one = t(1)
-    b1p_s, b2p_s = b1p.reshape(-1)[0].astype(p.dtype), b2p.reshape(-1)[0].astype(p.dtype)
-    lr = _lr(ctx, p.dtype)
-    m1_out = b1 * m1 + (one - b1) * g
-    m2_out = b2 * m2 + (one - b2) * g * g
-    lr_t = lr * xp.sqrt(one - b2p_s) / (one - b1p_s)
-    p_out = p - lr_t * (m1_out / (xp.sqrt(m2_out) + eps * xp.sqrt(one - b2p_s)))
-    ctx.set_output("ParamOut", p_out.astype(p.dtype, copy=False))
-    ctx.set_output("Moment1Out", m1_out)
-    ctx.set_output("Moment2Out", m2_out)
-    ctx.set_output("Beta1PowOut", b1p * b1p.dtype.type(ctx.attrs["beta1"]))
-    ctx.set_output("Beta2PowOut", b2p * b2p.dtype.type(ctx.attrs["beta2"]))

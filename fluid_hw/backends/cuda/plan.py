@@ -31,6 +31,7 @@ from ...ir.lod import LoDTensor
 from ...ir.ops.common import aligned_shape, elementwise_shape
 from ...ir.program import Block, Operator
 from ...ir.scope import Scope
+from ..cpu.context import lod_tensor, share_lod_plan, with_shared_lod
 from ..cpu.kernels import get_kernel
 from .codegen import (
     BINARY,
@@ -48,7 +49,6 @@ from .kernels import (
     _run_cpu_kernel,
     conv2d_forward,
     device_kernels,
-    lod_tensor,
     placement,
 )
 
@@ -185,40 +185,10 @@ def op_step(op: Operator, index: int, executor: Any, runtime: DeviceRuntime) -> 
     else:
         get_kernel(op.type)  # an op without a CPU kernel fails here, at planning
         fn = _host_kernel
-    share = _share_lod_plan(op)
+    share = share_lod_plan(op)  # the CPU executor's LoD sharing (Fluid's ShareLoD)
     if share is not None:
-        fn = _with_shared_lod(fn, *share)
+        fn = with_shared_lod(fn, *share)
     return OpStep(ctx, fn, how)
-
-
-def _share_lod_plan(op: Operator) -> tuple[str, tuple[str, ...]] | None:
-    """The CPU executor's LoD sharing plan for ``op`` (Fluid's ShareLoD), if it has one."""
-    try:
-        from ..cpu.context import share_lod_plan
-    except ImportError:
-        return None
-    return share_lod_plan(op)
-
-
-def _with_shared_lod(fn: Callable[[DeviceKernelContext], None], src: str,
-                     outs: tuple[str, ...]) -> Callable[[DeviceKernelContext], None]:
-    """As the CPU executor: an output left without LoD gets ``src``'s LoD when it has
-    the same number of rows (device arrays wrapped without a host copy)."""
-
-    def kernel(ctx: DeviceKernelContext) -> None:
-        fn(ctx)
-        v = ctx.scope.find_value(src)
-        if not isinstance(v, LoDTensor) or not v._lod or v.data is None:
-            return
-        rows = v.data.shape[0] if v.data.ndim else -1
-        for n in outs:
-            scope = ctx.owner_scope(n)
-            o = scope.vars.get(n)
-            if o is not None and not isinstance(o, (LoDTensor, list)) and \
-                    getattr(o, "ndim", 0) and o.shape[0] == rows:
-                scope.vars[n] = lod_tensor(o, v._lod)
-
-    return kernel
 
 
 @dataclass

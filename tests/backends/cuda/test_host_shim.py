@@ -217,3 +217,44 @@ def test_data_parallel_over_device_places(monkeypatch, strategy):
         return _persistables(m, scope)
 
     _assert_close(train([ShimPlace(), ShimPlace(), ShimPlace()]), train(None), rtol=1e-4)
+
+
+def _array_program():
+    """A while loop writing ``n`` LoD tensors into a tensor array, and its length."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[3], dtype="float32", lod_level=1)
+        n = fluid.layers.data(name="n", shape=[1], dtype="int64", append_batch_size=False)
+        arr = fluid.layers.create_array("float32")
+        i = fluid.layers.fill_constant(shape=[1], dtype="int64", value=0)
+        cond = fluid.layers.less_than(i, n)
+        loop = fluid.layers.While(cond)
+        with loop.block():
+            fluid.layers.array_write(fluid.layers.scale(x, scale=2.0), i, array=arr)
+            fluid.layers.increment(i, in_place=True)
+            fluid.layers.less_than(i, n, cond=cond)
+        length = fluid.layers.array_length(arr)
+    return main, arr, length
+
+
+@pytest.mark.parametrize("return_numpy", [True, False])
+def test_a_fetched_tensor_array_is_what_the_cpu_executor_returns(return_numpy):
+    """Both executors share run's prologue and epilogue: a fetched tensor array is a
+    list (of arrays, or of LoDTensors), and tensor arrays start empty in every run."""
+    main, arr, length = _array_program()
+    x = fluid.create_lod_tensor(R.standard_normal((5, 3)).astype(np.float32), [[2, 3]])
+    results = []
+    for exe in (fluid.Executor(fluid.CPUPlace()), CUDAExecutor(runtime=RT)):
+        with fluid.scope_guard(fluid.Scope()):
+            results.append([exe.run(main, feed={"x": x, "n": np.array([k], np.int64)},
+                                    fetch_list=[arr, length], return_numpy=return_numpy)
+                            for k in (3, 1)])
+    for (want_arr, want_len), (got_arr, got_len) in zip(*results):
+        assert isinstance(got_arr, list) and len(got_arr) == len(want_arr)
+        assert [type(v) for v in got_arr] == [type(v) for v in want_arr]
+        for w, g in zip(want_arr, got_arr):
+            if not return_numpy:
+                assert g.lod() == w.lod() == [[0, 2, 5]]
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)
+        np.testing.assert_array_equal(np.asarray(got_len), np.asarray(want_len))
+    assert int(np.asarray(results[1][1][1])[0]) == 1  # the second run wrote one element
