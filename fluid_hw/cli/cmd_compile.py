@@ -31,6 +31,8 @@ def _run(args: argparse.Namespace) -> int:
     if st.segmentation is not None:  # which ops run where
         for d in st.segmentation.describe()["segments"]:  # type: ignore[attr-defined]
             print(f"  {d['where']:14s} {', '.join(d['ops']) or '-'}")
+            for note in d.get("notes", []):
+                print(f"  {'':14s} ({note})")
         for rb in st.regions or []:
             if rb.state.lowered is not None:
                 e = rb.state.lowered.estimate()
@@ -38,6 +40,8 @@ def _run(args: argparse.Namespace) -> int:
                       f"estimated II {e.initiation_interval} cycles")
     if st.lowered is not None and last == COMPILE_STEPS[-1].name:
         e = st.lowered.estimate()
+        for note in st.lowered.partition.describe().get("notes", []):  # type: ignore
+            print(f"  ({note})")
         for s, est in zip(st.lowered.stages, e.stages):
             fold = ", ".join(f"{k} {v}" for k, v in est.folding.items())
             print(f"  {s.name:12s} {s.op:18s} {fold:16s} ~{est.ii} cycles")

@@ -121,10 +121,31 @@ class Partition:
 
     def describe(self) -> dict[str, object]:
         ops = self.program.global_block().ops
+        notes = host_notes(self.program, [ops[i] for i in self.pre + self.post])
         return {"feeds": self.feeds, "fetches": self.fetches,
                 "hw_input": self.hw_input, "hw_output": self.hw_output,
                 "pre": [ops[i].type for i in self.pre], "hw": [ops[i].type for i in self.hw],
-                "post": [ops[i].type for i in self.post]}
+                "post": [ops[i].type for i in self.post], **({"notes": notes} if notes else {})}
+
+
+def host_notes(program: Program, ops: Sequence[Operator]) -> list[str]:
+    """Why ops of a type some stage kind lowers run on the host (a ``nearest_interp`` by
+    a fractional factor): one line each, for the compile listing."""
+    from .kinds import host_reason
+
+    out = []
+    for op in ops:
+        why = host_reason(program, op)
+        if why:
+            out.append(f"{_describe(op)} runs on the host: {why}")
+    return out
+
+
+def _host_segment(program: Program) -> dict[str, object]:
+    ops = list(program.global_block().ops)
+    notes = host_notes(program, ops)
+    return {"where": "host", "ops": [op.type for op in ops],
+            **({"notes": notes} if notes else {})}
 
 
 def _feeds_fetches(program: Program, feeds: Sequence[str] | None,
@@ -267,12 +288,10 @@ class Segmentation:
         ops = self.program.global_block().ops
         segs: list[dict[str, object]] = []
         for k, r in enumerate(self.regions):
-            segs.append({"where": "host", "ops": [op.type for op in
-                                                  self.host[k].global_block().ops]})
+            segs.append(_host_segment(self.host[k]))
             segs.append({"where": f"fpga region {k}", "in": r.hw_input, "out": r.hw_output,
                          "ops": [ops[i].type for i in r.ops]})
-        segs.append({"where": "host", "ops": [op.type for op in
-                                              self.host[-1].global_block().ops]})
+        segs.append(_host_segment(self.host[-1]))
         return {"feeds": self.feeds, "fetches": self.fetches, "segments": segs}
 
 

@@ -223,8 +223,12 @@ def get_op(type: str) -> OpDef:
 #: ``layout``: moves the elements of each example without computing (reshape,
 #: flatten, transpose, squeeze, unsqueeze): integer values pass through, and the FPGA
 #: lowering only follows the element order;
+#: ``copy``: each output element is a copy of one element of ``X``, chosen by the
+#: attributes and shapes alone (nearest-neighbour upsampling): integer values pass
+#: through with their scale, but unlike ``layout`` the example's size changes, so the
+#: FPGA lowering needs a stage kind for it;
 #: ``quantised``: exists only inside a quantised region (docs/fixed_point.md)
-CATEGORIES = ("elementwise", "layer", "layout", "quantised")
+CATEGORIES = ("elementwise", "layer", "layout", "copy", "quantised")
 
 
 def op_has_category(type: str, category: str) -> bool:

@@ -18,11 +18,11 @@ The arithmetic is docs/fixed_point.md, implemented by the ops in
    (identity or relu) with persistable weights -- becomes ``quantized_fc`` or
    ``quantized_conv2d`` (int32 accumulator) + ``requantize`` (int8/int16 out; a
    relu, of the layer or the op right after it, becomes the lower clamp rail).
-   ``relu``, max/avg ``pool2d``, ``reshape2``, ``flatten2``, ``transpose2`` on a
-   quantised value stay integer (``quantized_pool2d`` for pooling) and keep its
-   scale.  A float value entering a layer goes through ``quantize``; a quantised
-   value a float op (softmax...) or a fetch needs comes out through
-   ``dequantize``, under its old name.
+   ``relu``, max/avg ``pool2d``, ``reshape2``, ``flatten2``, ``transpose2``,
+   ``nearest_interp`` on a quantised value stay integer (``quantized_pool2d`` for
+   pooling) and keep its scale.  A float value entering a layer goes through
+   ``quantize``; a quantised value a float op (softmax...) or a fetch needs comes out
+   through ``dequantize``, under its old name.
 
 Scales (all float32 values, so the program's attributes reproduce every integer
 exactly), where they live:
@@ -96,7 +96,8 @@ _POOL_ATTR_NAMES = ("pooling_type", "ksize", "global_pooling", "strides", "paddi
                     "exclusive", "ceil_mode", "padding_algorithm", "data_format")
 _SUPPORTED = ("fc / mul (activation none or relu, in_num_col_dims 1), conv2d / "
               "depthwise_conv2d / conv2d_fusion (activation identity or relu), relu, max or "
-              "avg pool2d (not adaptive), reshape2, flatten2, transpose2, elementwise_add of "
+              "avg pool2d (not adaptive), reshape2, flatten2, transpose2, nearest_interp "
+              "(without OutSize), elementwise_add of "
               "two values of one shape (a residual join), and every "
               "element-wise op (sigmoid, tanh, leaky_relu, clip, scale, ...) as a table")
 
@@ -317,6 +318,8 @@ class _Quantizer:
             return False
         if self.tabulated(op):
             return True
+        if op_has_category(op.type, "copy"):  # nearest_interp: its size from attributes only
+            return all(not op.input(s) for s in op.input_names if s != "X")
         if op.type not in PASSTHROUGH_OPS and not op_has_category(op.type, "layout"):
             return False
         if op.type == "pool2d":

@@ -56,5 +56,6 @@ from .avgpool_spec import AvgPoolSpec
 from .dwconv_spec import DepthwiseSpec
 from .join_spec import JoinSpec
 from .table_spec import TableSpec
+from .upsample_spec import UpsampleSpec
 
-__all__ += ["AvgPoolSpec", "DepthwiseSpec", "JoinSpec", "TableSpec"]
+__all__ += ["AvgPoolSpec", "DepthwiseSpec", "JoinSpec", "TableSpec", "UpsampleSpec"]

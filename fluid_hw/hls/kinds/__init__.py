@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING
 from fluid_hw.rtl.spec import StageSpec
 
 from ...errors import unknown_name
-from . import add, avgpool, conv, dwconv, maxpool, mvau, table
+from . import add, avgpool, conv, dwconv, maxpool, mvau, table, upsample
 from ._base import StageKind
 
 if TYPE_CHECKING:
     from ...ir.program import Operator, Program
 
-__all__ = ["StageKind", "KINDS", "get_kind", "kind_of", "kind_for_op"]
+__all__ = ["StageKind", "KINDS", "get_kind", "kind_of", "kind_for_op", "host_reason"]
 
 #: kind name (== the spec's ``kind``) -> :class:`StageKind`; one row per kind
 KINDS: dict[str, StageKind] = {k.name: k for k in (
@@ -46,6 +46,7 @@ KINDS: dict[str, StageKind] = {k.name: k for k in (
     avgpool.KIND,
     table.KIND,
     add.KIND,
+    upsample.KIND,
 )}
 
 
@@ -66,4 +67,14 @@ def kind_for_op(program: Program, op: Operator) -> StageKind | None:
     for k in KINDS.values():
         if k.matches(program, op):
             return k
+    return None
+
+
+def host_reason(program: Program, op: Operator) -> str | None:
+    """Why ``op``, of a type some kind lowers, runs on the host instead (the compile
+    listing says it), or None."""
+    for k in KINDS.values():
+        why = k.declines(program, op)
+        if why:
+            return why
     return None

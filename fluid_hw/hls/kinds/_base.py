@@ -43,6 +43,9 @@ class StageKind:
     #: a relu after the stage may be applied before it (max pooling): a relu further on
     #: folds into the clamp of the stage before this one
     relu_commutes: bool = False
+    #: why an op of the kind's op type that it does not match runs on the host (a
+    #: ``nearest_interp`` by a fractional factor), for the compile listing; None: no note
+    declines: Callable[[Program, Operator], str | None] = lambda program, op: None
     doc: str = ""
 
     def folding(self, spec: Any, lanes: Lanes) -> dict[str, int]:

@@ -10,6 +10,7 @@ from . import (  # noqa: F401
     extra,
     feed_fetch,
     fused,
+    interp,
     lod_array,
     loss,
     math,

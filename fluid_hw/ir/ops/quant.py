@@ -59,7 +59,8 @@ op                     exact arithmetic
 ``relu`` on integers   ``max(x, 0)`` (the ordinary relu op; its kernel is exact on ints)
 ``reshape2``,          data movement only (the ordinary ops, on integer tensors)
 ``flatten2``,
-``transpose2``
+``transpose2``,
+``nearest_interp``     (copies: ``ir/ops/interp.py``'s exact index rule)
 =====================  ================================================================
 
 ``wrap32(v)``: ``v`` reduced to two's-complement int32 (``((v + 2^31) mod 2^32) -

@@ -57,6 +57,7 @@ def _load() -> None:
             extra,
             feed_fetch,
             fused,
+            interp,
             lod_array,
             loss,
             math,
