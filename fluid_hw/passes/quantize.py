@@ -98,7 +98,9 @@ _SUPPORTED = ("fc / mul (activation none or relu, in_num_col_dims 1), conv2d / "
               "depthwise_conv2d / conv2d_fusion (activation identity or relu), relu, max or "
               "avg pool2d (not adaptive), reshape2, flatten2, transpose2, nearest_interp "
               "(without OutSize), elementwise_add of "
-              "two values of one shape (a residual join), and every "
+              "two values of one shape (a residual join), test-mode batch_norm and "
+              "elementwise_mul / add / sub / div by a per-channel constant (a per-channel "
+              "affine), and every "
               "element-wise op (sigmoid, tanh, leaky_relu, clip, scale, ...) as a table")
 
 
@@ -629,13 +631,22 @@ class _Quantizer:
                 layers[i] = ly
                 skip |= set(ly.consumed)
                 quantised |= set(ly.consumed)
-        # passthrough ops are quantised when their input is
+        # passthrough ops are quantised when their input is; so are per-channel affine
+        # chains (batch norm, multiply / add by a per-channel constant: _quant_affine)
+        from ._quant_affine import emit_affine, plan_affine
+
         qnames: set[str] = set()
+        affines = {}
         for i, op in enumerate(ops):
             if i in layers:
                 qnames.add(layers[i].out)
             elif i in quantised:
                 continue
+            elif (chain := plan_affine(self, i, qnames)) is not None:
+                affines[i] = chain
+                quantised |= set(chain.ops)
+                skip |= set(chain.ops[1:])
+                qnames.add(chain.out)
             elif self._follows_quantised(op, qnames):
                 quantised.add(i)
                 qnames.add(op.output("Out")[0])
@@ -646,6 +657,8 @@ class _Quantizer:
         for i, op in enumerate(ops):
             if i in layers:
                 self.emit_layer(layers[i])
+            elif i in affines:
+                emit_affine(self, affines[i])
             elif i in quantised and i not in skip:
                 self.emit_passthrough(op)
             elif i not in skip:
@@ -742,7 +755,7 @@ def quantization_report(program: Program) -> list[dict[str, Any]]:
     for op in program.global_block().ops:
         if op.type in ("quantize", "dequantize"):
             rows.append({"op": op.type, "out": op.output("Out")[0], "scale": op.attr("scale")})
-        elif op.type in ("quantized_fc", "quantized_conv2d"):
+        elif op.type in ("quantized_fc", "quantized_conv2d", "quantized_affine"):
             ws = op.attr("weight_scale")
             rows.append({"op": op.type, "out": op.output_arg_names[0],
                          "in_scale": op.attr("in_scale"), "weight_bits": op.attr("weight_bits"),

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from fluid_hw.rtl.spec import StageSpec
 
 from ...errors import unknown_name
-from . import add, avgpool, conv, dwconv, maxpool, mvau, table, upsample
+from . import add, affine, avgpool, conv, dwconv, maxpool, mvau, table, upsample
 from ._base import StageKind
 
 if TYPE_CHECKING:
@@ -46,6 +46,7 @@ KINDS: dict[str, StageKind] = {k.name: k for k in (
     avgpool.KIND,
     table.KIND,
     add.KIND,
+    affine.KIND,
     upsample.KIND,
 )}
 

@@ -52,6 +52,11 @@ op                     exact arithmetic
                        ``r = (x * mx * 2^(n - nx) + y * my * 2^(n - ny) + 2^(n-1)) >> n``
                        (no rounding term when n = 0: round half up, exact sum);
                        ``out = clamp(r, 0 if relu else -128, 127)``.  A residual join.
+``quantized_affine``   X int8/int16 [N, C, ...], Weight int8 [C], Bias int32 [C]
+                       (optional) -> Out int32, X's shape: ``out[n, c, ...] =
+                       wrap32(x * Weight[c] + Bias[c])``, a per-channel affine (a
+                       batch norm or a per-channel multiply / add that folds into no
+                       layer); the quantisation pass puts a ``requantize`` after it.
 ``quantized_table``    X int8, Table int8 [256] -> Out int8: ``out = Table[x + 128]``
                        (an element-wise function tabulated by the quantisation pass:
                        ``Table[q + 128] = clamp(round_half_even(f(q * s_in) / s_out),
@@ -374,11 +379,36 @@ def _infer_quantized_add(ctx: InferContext) -> None:
     ctx.set_output("Out", xs, VarType.INT8, lod_level=x.lod_level)
 
 
+# -- quantized_affine ----------------------------------------------------------------
+
+@define_op(
+    "quantized_affine",
+    [Slot("X", doc="int8/int16 [N, C, ...], channel axis 1"),
+     Slot("Weight", doc="int8 [C]: one factor per channel"),
+     Slot("Bias", dispensable=True, doc="int32 [C]")],
+    [Slot("Out", doc="int32, X's shape")],
+    _SCALE_ATTRS,
+    doc="Out[n, c, ...] = wrap32(X[n, c, ...] * Weight[c] + Bias[c]): a per-channel integer "
+    "affine (a batch norm, or a multiply / add by a per-channel constant, that folds into no "
+    "layer); a requantize follows (see the module docstring).",
+)
+def _infer_quantized_affine(ctx: InferContext) -> None:
+    _check_dtype(ctx, "X", ACTIVATION_DTYPES, "int8, uint8 or int16")
+    _check_weight(ctx, "Weight")
+    xs, ws = ctx.input_shape("X"), ctx.input_shape("Weight")
+    ctx.check(len(xs) >= 2, f"X must have rank >= 2 (channel axis 1), got shape {xs}")
+    ctx.check(len(ws) == 1 and merge_dim(ws[0], xs[1]) is not None,
+              f"Weight must have shape [{xs[1]}] (X's channels), got {ws}")
+    _check_bias(ctx, xs[1])
+    ctx.set_output("Out", xs, VarType.INT32, lod_level=ctx.input_var("X").lod_level)
+
+
 def _declare_grads() -> None:
     from ..grad import no_grad
 
     no_grad("integer", "quantize", "dequantize", "quantized_fc", "quantized_conv2d",
-            "requantize", "quantized_pool2d", "quantized_table", "quantized_add")
+            "requantize", "quantized_pool2d", "quantized_table", "quantized_add",
+            "quantized_affine")
 
 
 _declare_grads()
@@ -388,7 +418,7 @@ def _declare_categories() -> None:
     from ..registry import mark_category
 
     mark_category("quantised", "quantized_fc", "quantized_conv2d", "requantize",
-                  "quantized_pool2d", "quantized_table", "quantized_add")
+                  "quantized_pool2d", "quantized_table", "quantized_add", "quantized_affine")
 
 
 _declare_categories()

@@ -92,6 +92,16 @@ def _per_channel(v: np.ndarray, x: np.ndarray, what: str, lo: int, hi: int) -> n
     return v.astype(I64).reshape(shape)
 
 
+@register_kernel("quantized_affine")
+def quantized_affine(ctx: KernelContext) -> None:
+    """``wrap32(x * Weight[c] + Bias[c])`` along axis 1 (exact in int64, then wrapped)."""
+    x, lod = ctx.input_with_lod("X")
+    acc = x.astype(I64) * _per_channel(ctx.input("Weight"), x, "Weight", -32768, 32767)
+    if ctx.has_input("Bias"):
+        acc = acc + _per_channel(ctx.input("Bias"), x, "Bias", -2**31, 2**31 - 1)
+    ctx.set_output("Out", _wrap32(acc), lod=lod)
+
+
 @register_kernel("requantize")
 def requantize(ctx: KernelContext) -> None:
     x, lod = ctx.input_with_lod("X")
