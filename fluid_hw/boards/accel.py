@@ -8,6 +8,11 @@ whose bridge drives every one of them (the bridge's ``connect(m, core)``).  So e
 multiplier and memory of the core is observable from the serial pins and synthesis
 keeps them all: Yosys' DSP and block-RAM counts are the accelerator's own.
 
+Several accelerators (the regions of a multi-region build, each its own AXI ports)
+share one board top: pass them as a list; they become :class:`RegionCores`, and the
+bridge (``UartBridge(regions=...)``) drives each through its own ports, selected by the
+region address of its protocol.
+
 ``pll=False`` runs the design from the oscillator directly (what a simulation of the
 board top wants: no PLL model, and the bridge's baud divisor chosen freely).  The
 boards package imports no other part of fluid-hw, so the bridge comes in as an
@@ -16,15 +21,17 @@ object or a factory (``fluid_hw.rtl.UartBridge``), as for ``BoardTop``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from amaranth.hdl import Elaboratable
+from amaranth.hdl import Elaboratable, Module
 
 from ..errors import FluidError
 from .devices import Board
 from .top import BoardTop, BridgeArg
 
-__all__ = ["AXI_PORTS", "AcceleratorBoardTop", "missing_axi_ports"]
+__all__ = ["AXI_PORTS", "AcceleratorBoardTop", "RegionCores", "missing_axi_ports"]
 
 #: The flat AXI ports an accelerator core has (AXI4-Lite slave, AXI4-Stream in and out).
 AXI_PORTS = (
@@ -42,25 +49,58 @@ def missing_axi_ports(core: object) -> list[str]:
     return [p for p in AXI_PORTS if not hasattr(core, p)]
 
 
+class RegionCores(Elaboratable):
+    """Several accelerator cores in one board top, region ``k`` = ``cores[k]`` (each a
+    submodule ``region<k>``); the bridge's ``connect`` drives each one's ports."""
+
+    def __init__(self, cores: Sequence[Elaboratable], *, src_loc_at: int = 0) -> None:
+        # src_loc_at: whose file's linter options apply (Amaranth's MustUse)
+        self.cores = list(cores)
+
+    @property
+    def verilog_sources(self) -> tuple[Path, ...]:
+        out: list[Path] = []
+        for c in self.cores:
+            out += [Path(p) for p in getattr(c, "verilog_sources", ())]
+        return tuple(dict.fromkeys(out))
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        for k, core in enumerate(self.cores):
+            m.submodules[f"region{k}"] = core
+        return m
+
+
 class AcceleratorBoardTop(BoardTop):
     """An accelerator on a board, reached over the USB-serial link.
 
     ``core``: an accelerator with flat AXI ports (an ``AcceleratorTop``, or a
-    :class:`~.top.VerilogCore` of its ``accelerator.v``).  ``bridge``: the UART bridge,
+    :class:`~.top.VerilogCore` of its ``accelerator.v``), or a list of them (one per
+    region, behind a bridge of as many regions).  ``bridge``: the UART bridge,
     or a factory taking the design clock in Hz; it must have ``rx``, ``tx`` and
     ``connect(m, core)``.  ``clock_mhz``: the design clock made by the PLL (``None``:
     the oscillator's).  ``pll=False``: no PLL, the oscillator clocks the design (for
     simulation of the whole board top).
     """
 
-    def __init__(self, core: Elaboratable, board: str | Board, *, bridge: BridgeArg,
-                 clock_mhz: float | None = None, pll: bool = True) -> None:
-        missing = missing_axi_ports(core)
-        if missing:
-            raise FluidError(f"AcceleratorBoardTop: the core {type(core).__name__} lacks the "
-                             f"AXI ports {missing[:4]}{'...' if len(missing) > 4 else ''}; it "
-                             "must be an accelerator with flat AXI ports (fluid_hw.rtl."
-                             "AcceleratorTop, or VerilogCore('accelerator.v'))")
+    def __init__(self, core: Elaboratable | Sequence[Elaboratable], board: str | Board, *,
+                 bridge: BridgeArg, clock_mhz: float | None = None, pll: bool = True) -> None:
+        cores = list(core) if isinstance(core, Sequence) else [core]
+        if not cores:
+            raise FluidError("AcceleratorBoardTop: no accelerator core given")
+        for k, c in enumerate(cores):
+            missing = missing_axi_ports(c)
+            where = f" of region {k}" if len(cores) > 1 else ""
+            if missing:
+                raise FluidError(
+                    f"AcceleratorBoardTop: the core{where} {type(c).__name__} lacks the AXI "
+                    f"ports {missing[:4]}{'...' if len(missing) > 4 else ''}; it must be an "
+                    "accelerator with flat AXI ports (fluid_hw.rtl.AcceleratorTop, or "
+                    "VerilogCore('accelerator.v'))")
+        if len(cores) > 1:
+            core = RegionCores(cores, src_loc_at=1)  # unused only when the checks fail
+        else:
+            core = cores[0]
         if bridge is None:
             raise FluidError("AcceleratorBoardTop: a bridge is needed to reach the core's AXI "
                              "ports from the serial pins (fluid_hw.rtl.UartBridge); without "
@@ -71,6 +111,14 @@ class AcceleratorBoardTop(BoardTop):
         if not callable(getattr(self.bridge, "connect", None)):
             raise FluidError(f"AcceleratorBoardTop: the bridge {type(self.bridge).__name__} "
                              "has no connect(m, core) to drive the core's AXI ports")
+        regions = len(getattr(self.bridge, "regions", ((0, 0),)))
+        if regions != len(cores):
+            raise FluidError(f"AcceleratorBoardTop: {len(cores)} accelerator cores but the "
+                             f"bridge addresses {regions} regions; make the bridge with one "
+                             "region per core (UartBridge(regions=[(in_bytes, out_bytes), "
+                             "...]))")
+        #: the accelerator cores, region k = cores[k] (one for a single-region top)
+        self.cores = cores
 
     @property
     def reset_port(self) -> tuple[str, bool]:

@@ -10,13 +10,16 @@ executor to compute region ``k``'s int8 input, streams it through region ``k``
 (:meth:`Accelerator.run_int` over its own transport), and after the last region the
 last host segment computes the model's outputs.  Each region is its own accelerator
 (own stream ports and registers); over the simulation transport each has its own
-Verilator model.
+Verilator model.  A transport that reaches all regions over one link registers an
+opener (:func:`register_region_opener`): ``"serial"`` opens the port once, and each
+region's transport selects its region address on the bitstream's one UART bridge.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +32,18 @@ from ..ir.scope import Scope
 from .host_side import feed_dict, read_host_params, read_host_program
 from .transport import DriverError, ParamImage, Transport
 
-__all__ = ["RegionedAccelerator", "SEGMENTS"]
+__all__ = ["RegionedAccelerator", "SEGMENTS", "register_region_opener"]
 
 SEGMENTS = "segments.json"
+
+#: transport name -> opener(build_dir, region_dirs, **options) -> one transport per region
+_REGION_OPENERS: dict[str, Callable[..., list[Transport]]] = {}
+
+
+def register_region_opener(name: str, opener: Callable[..., list[Transport]]) -> None:
+    """Make ``transport=name`` open a multi-region build's regions together (one link for
+    all, e.g. one serial port) instead of one transport per region by name."""
+    _REGION_OPENERS[name] = opener
 
 
 class RegionedAccelerator:
@@ -74,15 +86,21 @@ class RegionedAccelerator:
                               "opened per region")
         host = [read_host_program(p) for p in host_files]
         params = read_host_params(d / "host" / "params.npz")
+        dirs = [d / r["dir"] for r in regions_doc]
+        opener = _REGION_OPENERS.get(transport)
+        links: list[Any] = opener(d, dirs, **options) if opener else [transport] * len(dirs)
         regions: list[Any] = []
         try:
-            for r in regions_doc:
-                regions.append(Accelerator.open(d / r["dir"], transport,
-                                                load_weights=load_weights, check=check,
-                                                **options))
+            for k, (rd, t) in enumerate(zip(dirs, links)):
+                regions.append(Accelerator.open(rd, t, load_weights=load_weights, check=check,
+                                                **({} if opener else options)))
+                links[k] = None
         except BaseException:
             for acc in regions:
                 acc.close()
+            for t in links:   # the transports no region took
+                if isinstance(t, Transport):
+                    t.close()
             raise
         return cls(d, doc, host, params, regions)
 

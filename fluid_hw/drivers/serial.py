@@ -17,106 +17,64 @@ has a response is sent only after the previous response arrived, and at most
 takes the vector at line rate and no byte is ever lost, whatever the design; larger
 windows overlap transfers for designs that hold several vectors.  Every error the
 bridge flags (a lost byte, a framing error) is checked after each stream and raised.
+
+A multi-region build's bitstream holds every region behind one bridge, region ``k``
+at region address ``k``: ``Accelerator.open(BUILD, transport="serial", port=...)``
+opens one :class:`~.serial_link.SerialLink` on the port and one transport per region
+(:func:`open_region_transports`), each selecting its region (the REGION command)
+before it talks; the bytes and packets are :mod:`.serial_link`'s.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import select
-import termios
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .regions import register_region_opener
+from .serial_link import (
+    CMD_READ,
+    CMD_STREAM_IN,
+    CMD_WRITE,
+    CMD_WRITE_BURST,
+    DEFAULT_BAUD,
+    REGIONS_PROTOCOL_VERSION,
+    RSP_READ,
+    RSP_WRITE,
+    RSP_WRITE_BURST,
+    BridgeInfo,
+    SerialLink,
+    describe_errors,
+    open_tty,
+    resp_name,
+)
 from .transport import DriverError, ParamImage, StreamResult, Transport, register_transport
 
-__all__ = ["SerialTransport", "open_tty", "BridgeInfo", "DEFAULT_BAUD"]
-
-# The protocol's byte values (docs/uart_protocol.md; the device side is
-# fluid_hw.rtl.uart_bridge, and tests/drivers/test_serial.py checks the two agree).
-CMD_NOP, CMD_INFO, CMD_READ, CMD_WRITE, CMD_WRITE_BURST, CMD_STREAM_IN = range(6)
-RSP_INFO, RSP_READ, RSP_WRITE, RSP_WRITE_BURST = 0x81, 0x82, 0x83, 0x84
-PKT_BEAT, PKT_BEAT_LAST = 0x90, 0x91
-RESP_TIMEOUT = 4
-PROTOCOL_VERSION = 1
-INFO_MAGIC = b"FH"
-_RESP_SIZE = {RSP_INFO: 8, RSP_READ: 5, RSP_WRITE: 1, RSP_WRITE_BURST: 1}
-_RESP_NAMES = {0: "OKAY", 1: "EXOKAY", 2: "SLVERR", 3: "DECERR",
-               RESP_TIMEOUT: "no answer (bridge timeout)"}
-_ERROR_FLAGS = {1: "a received byte was lost (receive FIFO full)",
-                2: "a framing error (stop bit 0: wrong baud rate?)",
-                4: "an unknown command byte", 8: "a command abandoned half-received",
-                16: "an AXI4-Lite access timed out"}
+__all__ = ["SerialTransport", "SerialLink", "open_tty", "BridgeInfo", "DEFAULT_BAUD",
+           "describe_errors", "open_region_transports"]
 MAX_BURST = 0xFFFF
-DEFAULT_BAUD = 3_000_000
 
 
-def _baud_constant(baud: int) -> int:
-    name = f"B{int(baud)}"
-    if not hasattr(termios, name):
-        known = sorted(int(n[1:]) for n in dir(termios) if n[1:].isdigit() and n[0] == "B")
-        raise DriverError(f"baud rate {baud} is not one termios knows on this system; "
-                          f"choose one of {', '.join(map(str, known[-12:]))}")
-    return int(getattr(termios, name))
-
-
-def open_tty(port: str | os.PathLike[str], baud: int) -> int:
-    """Open ``port`` raw (8N1, no echo, no flow control, non-blocking reads through
-    ``select``) at ``baud``; returns the file descriptor."""
-    speed = _baud_constant(baud)
+def _read_design(d: Path) -> dict[str, Any]:
+    design = d / "design.json"
+    if not design.is_file():
+        raise DriverError(f"{design}: not found; is {d} a build folder? Make one with "
+                          "`fluid-hw compile MODEL --out BUILD_DIR`")
     try:
-        fd = os.open(os.fspath(port), os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
-    except OSError as e:
-        raise DriverError(f"cannot open the serial port {port}: {e.strerror}; is the board "
-                          "plugged in, and may this user open it (group dialout/uucp)?") \
-            from None
+        return dict(json.loads(design.read_text()))
+    except json.JSONDecodeError as e:
+        raise DriverError(f"{design}: not valid JSON ({e}); recompile the model") from None
+
+
+def _report_baud(d: Path) -> int | None:
     try:
-        attrs = termios.tcgetattr(fd)
-        iflag, oflag, cflag, lflag, _ispeed, _ospeed, cc = attrs
-        iflag &= ~(termios.IGNBRK | termios.BRKINT | termios.PARMRK | termios.ISTRIP
-                   | termios.INLCR | termios.IGNCR | termios.ICRNL | termios.IXON
-                   | termios.IXOFF | termios.IXANY)
-        oflag &= ~termios.OPOST
-        lflag &= ~(termios.ECHO | termios.ECHONL | termios.ICANON | termios.ISIG
-                   | termios.IEXTEN)
-        cflag &= ~(termios.CSIZE | termios.PARENB | termios.CSTOPB
-                   | getattr(termios, "CRTSCTS", 0))
-        cflag |= termios.CS8 | termios.CREAD | termios.CLOCAL
-        cc = list(cc)
-        cc[termios.VMIN] = 0
-        cc[termios.VTIME] = 0
-        termios.tcsetattr(fd, termios.TCSANOW, [iflag, oflag, cflag, lflag, speed, speed, cc])
-        termios.tcflush(fd, termios.TCIOFLUSH)
-    except (termios.error, OSError) as e:
-        os.close(fd)
-        raise DriverError(f"{port}: cannot configure it as a serial port ({e}); is it a "
-                          "tty?") from None
-    return fd
-
-
-class BridgeInfo:
-    """The bridge's INFO answer."""
-
-    def __init__(self, payload: bytes) -> None:
-        self.magic = payload[:2]
-        self.version = payload[2]
-        self.errors = payload[3]
-        self.in_bytes = payload[4]
-        self.out_bytes = payload[5]
-        self.divisor = int.from_bytes(payload[6:8], "little")
-
-    def __repr__(self) -> str:
-        return (f"BridgeInfo(version={self.version}, errors=0x{self.errors:02x}, "
-                f"in_bytes={self.in_bytes}, out_bytes={self.out_bytes}, "
-                f"divisor={self.divisor})")
-
-
-def describe_errors(flags: int) -> str:
-    return "; ".join(t for bit, t in _ERROR_FLAGS.items() if flags & bit) or "none"
+        rep = json.loads((d / "report.json").read_text())
+        return int(rep["bitstream"]["uart"]["baud"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 class SerialTransport(Transport):
@@ -124,148 +82,101 @@ class SerialTransport(Transport):
 
     ``baud``: default from the build's report (the bitstream's bridge), else
     3 Mbaud.  ``timeout``: seconds to wait for any answer.  ``window``: input vectors
-    in flight (see the module docstring)."""
+    in flight (see the module docstring).
+
+    One region of a multi-region bitstream: ``link=`` (a :class:`SerialLink` shared by
+    the regions, instead of ``port``) and ``region=`` (its region address); every
+    command first selects the region (REGION) when another one is selected.
+    :func:`open_region_transports` makes them for a whole build."""
 
     name = "serial"
 
-    def __init__(self, build_dir: str | os.PathLike[str], *, port: str | os.PathLike[str],
-                 baud: int | None = None, timeout: float = 5.0, window: int = 1) -> None:
+    def __init__(self, build_dir: str | os.PathLike[str], *,
+                 port: str | os.PathLike[str] | None = None, baud: int | None = None,
+                 timeout: float = 5.0, window: int = 1, link: SerialLink | None = None,
+                 region: int | None = None) -> None:
         d = Path(build_dir)
-        design = d / "design.json"
-        if not design.is_file():
-            raise DriverError(f"{design}: not found; is {d} a build folder? Make one with "
-                              "`fluid-hw compile MODEL --out BUILD_DIR`")
-        try:
-            self.info: dict[str, Any] = json.loads(design.read_text())
-        except json.JSONDecodeError as e:
-            raise DriverError(f"{design}: not valid JSON ({e}); recompile the model") from None
+        self.info: dict[str, Any] = _read_design(d)
         if window < 1:
             raise DriverError(f"window must be >= 1 input vector, got {window}")
-        self.baud = int(baud or self._report_baud(d) or DEFAULT_BAUD)
-        self.port, self.timeout, self.window = str(port), float(timeout), int(window)
+        if (link is None) == (port is None):
+            raise DriverError("SerialTransport: give the serial port= (one accelerator), or "
+                              "link= and region= (a region of a multi-region bitstream)")
+        if link is not None and region is None:
+            raise DriverError("SerialTransport: a shared link needs the region= address")
+        self.window = int(window)
+        self.region = region
         self.in_lanes = int(self.info["in_lanes"])
         self.out_lanes = int(self.info["out_lanes"])
         self.out_bits = int(self.info["out_bits"])
         self.out_bytes = self.out_lanes * self.out_bits // 8
         self.regs: dict[str, int] = dict(self.info.get("registers", {}))
-        self.fd = open_tty(port, self.baud)
-        self._rx = bytearray()
-        self._beats: list[tuple[bytes, int]] = []
-        self.bytes_sent = self.bytes_received = 0
+        if link is None:
+            link = SerialLink(port,  # type: ignore[arg-type]
+                              int(baud or _report_baud(d) or DEFAULT_BAUD), timeout)
+        self.link = link
+        link.users += 1
+        link.out_bytes[region or 0] = self.out_bytes
         try:
-            self.bridge = self.sync()
+            self.bridge = self._connect()
         except BaseException:
             self.close()
             raise
 
-    @staticmethod
-    def _report_baud(d: Path) -> int | None:
-        try:
-            rep = json.loads((d / "report.json").read_text())
-            return int(rep["bitstream"]["uart"]["baud"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+    @property
+    def port(self) -> str:
+        return self.link.port
 
-    # -- bytes ------------------------------------------------------------------------
-    def _send(self, data: bytes) -> None:
-        view = memoryview(data)
-        deadline = time.monotonic() + self.timeout + len(data) * 10 / self.baud
-        while view:
-            try:
-                n = os.write(self.fd, view)
-            except BlockingIOError:
-                n = 0
-            except OSError as e:
-                raise DriverError(f"{self.port}: write failed: {e.strerror}") from None
-            view = view[n:]
-            self.bytes_sent += n
-            if view:
-                if time.monotonic() > deadline:
-                    raise DriverError(f"{self.port}: cannot send ({len(view)} bytes left); "
-                                      "is the board still connected?")
-                select.select([], [self.fd], [], 0.05)
+    @property
+    def baud(self) -> int:
+        return self.link.baud
 
-    def _fill(self, deadline: float, what: str) -> None:
-        """Read what has arrived (waiting until ``deadline``)."""
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise DriverError(
-                f"{self.port}: no answer to {what} within {self.timeout:g} s; is the "
-                f"bitstream with the UART bridge loaded, and the baud rate {self.baud} the "
-                "one it was built for (report.json bitstream.uart.baud)?")
-        r, _, _ = select.select([self.fd], [], [], left)
-        if not r:
-            return
-        try:
-            chunk = os.read(self.fd, 65536)
-        except BlockingIOError:
-            return
-        except OSError as e:
-            raise DriverError(f"{self.port}: read failed: {e.strerror}") from None
-        self._rx += chunk
-        self.bytes_received += len(chunk)
+    @property
+    def timeout(self) -> float:
+        return self.link.timeout
 
-    def _packet(self, deadline: float, what: str) -> tuple[int, bytes]:
-        """The next packet: ``(tag, payload)``."""
-        while True:
-            if self._rx:
-                tag = self._rx[0]
-                if tag in (PKT_BEAT, PKT_BEAT_LAST):
-                    size = self.out_bytes
-                elif tag in _RESP_SIZE:
-                    size = _RESP_SIZE[tag]
-                else:
-                    bad = bytes(self._rx[:16]).hex(" ")
-                    self._rx.clear()
-                    raise DriverError(f"{self.port}: unexpected bytes from the bridge ({bad}) "
-                                      f"while waiting for {what}: the link is out of step "
-                                      "(wrong baud rate, or another program uses the port)")
-                if len(self._rx) >= 1 + size:
-                    payload = bytes(self._rx[1:1 + size])
-                    del self._rx[:1 + size]
-                    return tag, payload
-            self._fill(deadline, what)
+    @property
+    def bytes_sent(self) -> int:
+        return self.link.bytes_sent
 
-    def _response(self, want: int, what: str) -> bytes:
-        """Wait for the response ``want``; output beats arriving meanwhile are kept."""
-        deadline = time.monotonic() + self.timeout
-        while True:
-            tag, payload = self._packet(deadline, what)
-            if tag in (PKT_BEAT, PKT_BEAT_LAST):
-                self._beats.append((payload, int(tag == PKT_BEAT_LAST)))
-                continue
-            if tag != want:
-                raise DriverError(f"{self.port}: got response 0x{tag:02x} while waiting for "
-                                  f"0x{want:02x} ({what}): the link is out of step")
-            return payload
+    @property
+    def bytes_received(self) -> int:
+        return self.link.bytes_received
 
-    # -- the bridge -------------------------------------------------------------------
-    def sync(self, settle_s: float = 0.1) -> BridgeInfo:
-        """Bring the link into step, ask INFO and check it against the build.  A
-        command left half-sent by an earlier host is completed by NOPs or dropped by
-        the bridge's idle timeout (bitstreams: 20 ms) within ``settle_s``; whatever it
-        answers is discarded."""
-        self._send(bytes([CMD_NOP]) * 8)
-        time.sleep(settle_s)
-        with contextlib.suppress(termios.error):
-            termios.tcflush(self.fd, termios.TCIFLUSH)
-        self._rx.clear()
-        self._send(bytes([CMD_INFO]))
-        info = BridgeInfo(self._response(RSP_INFO, "INFO"))
-        if info.magic != INFO_MAGIC or info.version != PROTOCOL_VERSION:
-            raise DriverError(f"{self.port}: the device answers {info!r}, not a fluid-hw UART "
-                              f"bridge of protocol version {PROTOCOL_VERSION}")
+    def _connect(self) -> BridgeInfo:
+        """Bring the link into step (a link of its own) or select the region, ask INFO
+        and check it against the build."""
+        if self.region is None:
+            info = self.link.sync()
+            if info.version == REGIONS_PROTOCOL_VERSION:
+                raise DriverError(
+                    f"{self.port}: the bitstream holds several accelerator regions (bridge "
+                    f"protocol version {info.version}); open the multi-region build folder "
+                    "that made it: Accelerator.open(BUILD, transport='serial', port=...)")
+        else:
+            self._select()
+            info = self.link.info()
         if info.in_bytes != self.in_lanes or info.out_bytes != self.out_bytes:
+            where = "" if self.region is None else f" (region {self.region})"
             raise DriverError(
                 f"{self.port}: the bridge moves {info.in_bytes}-byte input and "
-                f"{info.out_bytes}-byte output beats, but {self.info.get('name')} has "
+                f"{info.out_bytes}-byte output beats{where}, but {self.info.get('name')} has "
                 f"{self.in_lanes} and {self.out_bytes}: load the bitstream of this build")
+        return info
+
+    def _select(self) -> None:
+        if self.region is not None:
+            self.link.select(self.region)
+
+    def sync(self, settle_s: float = 0.1) -> BridgeInfo:
+        """Bring the link into step and ask INFO (see :meth:`SerialLink.sync`)."""
+        info = self.link.sync(settle_s)
+        self.link.regions = None   # the next command selects the region again
         return info
 
     def bridge_errors(self) -> int:
         """The bridge's error flags (reading clears them)."""
-        self._send(bytes([CMD_INFO]))
-        return BridgeInfo(self._response(RSP_INFO, "INFO")).errors
+        return self.link.info().errors
 
     def _check_errors(self, what: str) -> None:
         flags = self.bridge_errors()
@@ -283,23 +194,27 @@ class SerialTransport(Transport):
             raise DriverError(f"{self.info.get('name')} has no register {reg!r}; it has "
                               f"{', '.join(self.regs)}") from None
 
+    def _command(self, data: bytes, want: int, what: str) -> bytes:
+        """Select the region, send a command and wait for its answer."""
+        self._select()
+        self.link.send(data)
+        return self.link.response(want, what)
+
     def read_register(self, reg: str | int) -> int:
         off = self._offset(reg)
-        self._send(bytes([CMD_READ]) + off.to_bytes(2, "little"))
-        p = self._response(RSP_READ, f"reading {reg}")
+        p = self._command(bytes([CMD_READ]) + off.to_bytes(2, "little"), RSP_READ,
+                          f"reading {reg}")
         if p[0]:
-            raise DriverError(f"reading {reg} (0x{off:03X}) failed: "
-                              f"{_RESP_NAMES.get(p[0], p[0])}")
+            raise DriverError(f"reading {reg} (0x{off:03X}) failed: {resp_name(p[0])}")
         return int.from_bytes(p[1:5], "little")
 
     def write_register(self, reg: str | int, value: int) -> None:
         off = self._offset(reg)
-        self._send(bytes([CMD_WRITE]) + off.to_bytes(2, "little")
-                   + (int(value) & 0xFFFFFFFF).to_bytes(4, "little"))
-        p = self._response(RSP_WRITE, f"writing {reg}")
+        p = self._command(bytes([CMD_WRITE]) + off.to_bytes(2, "little")
+                          + (int(value) & 0xFFFFFFFF).to_bytes(4, "little"), RSP_WRITE,
+                          f"writing {reg}")
         if p[0]:
-            raise DriverError(f"writing {reg} (0x{off:03X}) failed: "
-                              f"{_RESP_NAMES.get(p[0], p[0])}")
+            raise DriverError(f"writing {reg} (0x{off:03X}) failed: {resp_name(p[0])}")
 
     def load_params(self, image: ParamImage) -> int:
         """Each segment: PARAM_ADDR, then its words as WRITE_BURST commands to
@@ -314,12 +229,12 @@ class SerialTransport(Transport):
             w = np.asarray(words, dtype="<u4")
             for k in range(0, len(w), MAX_BURST):
                 part = w[k:k + MAX_BURST]
-                self._send(bytes([CMD_WRITE_BURST]) + data.to_bytes(2, "little")
-                           + len(part).to_bytes(2, "little") + part.tobytes())
-                p = self._response(RSP_WRITE_BURST, f"loading parameters at 0x{base:X}")
+                p = self._command(bytes([CMD_WRITE_BURST]) + data.to_bytes(2, "little")
+                                  + len(part).to_bytes(2, "little") + part.tobytes(),
+                                  RSP_WRITE_BURST, f"loading parameters at 0x{base:X}")
                 if p[0]:
                     raise DriverError(f"loading parameters at word 0x{base:X} failed: "
-                                      f"{_RESP_NAMES.get(p[0], p[0])}")
+                                      f"{resp_name(p[0])}")
             total += len(w)
         self._check_errors("the parameter load")
         return total
@@ -342,17 +257,14 @@ class SerialTransport(Transport):
         sent = 0
         want = n * out_beats
         self._beats_clear_check()
+        self._select()
+        region = self.region or 0
         while got_beats < want:
             done_vectors = got_beats // out_beats
             while sent < n and sent - done_vectors < self.window:
-                self._send(head + x[sent].tobytes())
+                self.link.send(head + x[sent].tobytes())
                 sent += 1
-            deadline = time.monotonic() + self.timeout
-            tag, payload = self._packet(deadline, f"output beat {got_beats} of {want}")
-            if tag not in (PKT_BEAT, PKT_BEAT_LAST):
-                raise DriverError(f"{self.port}: response 0x{tag:02x} in the middle of a "
-                                  "stream: the link is out of step")
-            last = int(tag == PKT_BEAT_LAST)
+            payload, last = self.link.next_beat(region, f"output beat {got_beats} of {want}")
             if last != int(got_beats % out_beats == out_beats - 1):
                 raise DriverError(f"output beat {got_beats} (vector {got_beats // out_beats}) "
                                   f"has tlast={last}; the accelerator's output framing is "
@@ -366,17 +278,50 @@ class SerialTransport(Transport):
                             None, None)
 
     def _beats_clear_check(self) -> None:
-        if self._beats:
-            k = len(self._beats)
-            self._beats.clear()
+        kept = self.link.beats.get(self.region or 0)
+        if kept:
+            k = len(kept)
+            kept.clear()
             raise DriverError(f"{self.port}: {k} output beats arrived outside a stream "
                               "(a previous stream was interrupted); reset the accelerator "
                               "(CONTROL.SOFT_RESET) and retry")
 
     def close(self) -> None:
-        fd, self.fd = getattr(self, "fd", -1), -1
-        if fd >= 0:
-            os.close(fd)
+        link, self.link = getattr(self, "link", None), None  # type: ignore[assignment]
+        if link is not None:
+            link.release()
+
+
+def open_region_transports(build_dir: str | os.PathLike[str],
+                           region_dirs: list[Path], *, port: str | os.PathLike[str],
+                           baud: int | None = None, timeout: float = 5.0, window: int = 1
+                           ) -> list[Transport]:
+    """One :class:`SerialTransport` per region of a multi-region build, all on one
+    serial ``port`` (the build's bitstream: one UART bridge, region ``k`` at region
+    address ``k``).  ``baud`` defaults to the build's (``report.json``)."""
+    link = SerialLink(port, int(baud or _report_baud(Path(build_dir)) or DEFAULT_BAUD),
+                      timeout)
+    out: list[Transport] = []
+    try:
+        info = link.sync()
+        if info.version != REGIONS_PROTOCOL_VERSION:
+            raise DriverError(
+                f"{port}: the bitstream holds one accelerator (bridge protocol version "
+                f"{info.version}), but {build_dir} has {len(region_dirs)} regions: load the "
+                f"bitstream of {build_dir} (fluid-hw bitstream, then fluid-hw program)")
+        for k, d in enumerate(region_dirs):
+            out.append(SerialTransport(d, link=link, region=k, window=window))
+        if link.regions != len(region_dirs):
+            raise DriverError(f"{port}: the bitstream holds {link.regions} accelerator "
+                              f"regions, but {build_dir} has {len(region_dirs)}: load the "
+                              f"bitstream of {build_dir}")
+    except BaseException:
+        for t in out:
+            t.close()
+        link.close()
+        raise
+    return out
 
 
 register_transport("serial", SerialTransport)
+register_region_opener("serial", open_region_transports)

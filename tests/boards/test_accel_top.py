@@ -16,7 +16,14 @@ from amaranth.sim import Simulator
 from fluid_hw.boards import AXI_PORTS, AcceleratorBoardTop, BoardTop, missing_axi_ports
 from fluid_hw.errors import FluidError
 from fluid_hw.rtl import AcceleratorTop, MVAUSpec
-from fluid_hw.rtl.uart_bridge import CMD_READ, CMD_STREAM_IN, RSP_READ, UartBridge
+from fluid_hw.rtl.uart_bridge import (
+    CMD_READ,
+    CMD_REGION,
+    CMD_STREAM_IN,
+    RSP_READ,
+    RSP_REGION,
+    UartBridge,
+)
 from tests.boards.designs import DotMac
 
 PERIOD = 40e-9
@@ -126,4 +133,53 @@ def test_the_whole_board_top_answers_on_its_serial_pins():
     sim.run()
     assert got["id"] == bytes([RSP_READ, 0]) + (0x464C4857).to_bytes(4, "little")
     assert got["out"][0] == 0x91   # one beat, with tlast
+    np.testing.assert_array_equal(np.frombuffer(got["out"][1:], np.int8), want[0])
+
+
+def test_two_regions_share_the_board_tops_serial_pins():
+    """Two accelerators behind one bridge: REGION 1 selects the second, whose output
+    beat comes back tagged 0x93 (region 1, tlast)."""
+    divisor = 4
+    rng = np.random.default_rng(5)
+    second = AcceleratorTop([MVAUSpec("fc_b", mw=2, mh=1, pe=1, simd=2,
+                                      weights=rng.integers(-127, 128, (1, 2)),
+                                      bias=np.array([3]), multiplier=np.array([20000]),
+                                      shift=np.array([15]))])
+    first = accel()
+    with pytest.raises(FluidError, match="2 accelerator cores but the bridge addresses 1"):
+        AcceleratorBoardTop([first, second], "ulx3s-25f", pll=False,
+                            bridge=UartBridge(in_bytes=4, out_bytes=2, divisor=divisor))
+    top = AcceleratorBoardTop([first, second], "ulx3s-25f", pll=False,
+                              bridge=UartBridge(regions=[(4, 2), (2, 1)], divisor=divisor))
+    assert top.cores == [first, second]
+    x = np.array([[100, -7]])
+    want = second.model(x)
+    sim = Simulator(top)
+
+    async def clock(ctx):
+        while True:
+            ctx.set(top.clk25, 0)
+            await ctx.delay(PERIOD / 2)
+            ctx.set(top.clk25, 1)
+            await ctx.delay(PERIOD / 2)
+
+    got: dict[str, bytes] = {}
+
+    async def bench(ctx):
+        ctx.set(top.uart_rx, 1)
+        ctx.set(top.button, 1)
+        await ctx.delay(10 * PERIOD)
+        ctx.set(top.button, 0)
+        await ctx.delay(10 * PERIOD)
+        await _send(ctx, top.uart_rx, bytes([CMD_REGION, 1]), divisor)
+        got["region"] = await _receive(ctx, top.uart_tx, 4, divisor)
+        await _send(ctx, top.uart_rx, bytes([CMD_STREAM_IN, 1, 0, 1])
+                    + bytes(int(v) & 0xFF for v in x[0]), divisor)
+        got["out"] = await _receive(ctx, top.uart_tx, 2, divisor)
+
+    sim.add_process(clock)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got["region"] == bytes([RSP_REGION, 0, 1, 2])
+    assert got["out"][0] == 0x93   # region 1's beat, with tlast
     np.testing.assert_array_equal(np.frombuffer(got["out"][1:], np.int8), want[0])

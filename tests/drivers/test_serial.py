@@ -44,19 +44,23 @@ def serial_registered():
 
 
 def test_host_and_bridge_agree_on_the_protocol():
-    from fluid_hw.drivers import serial
+    from fluid_hw.drivers import serial_link as serial
     from fluid_hw.rtl import uart_bridge as ub
 
     for name in ("CMD_NOP", "CMD_INFO", "CMD_READ", "CMD_WRITE", "CMD_WRITE_BURST",
-                 "CMD_STREAM_IN", "RSP_INFO", "RSP_READ", "RSP_WRITE", "RSP_WRITE_BURST",
-                 "PKT_BEAT", "PKT_BEAT_LAST", "RESP_TIMEOUT", "PROTOCOL_VERSION",
-                 "INFO_MAGIC"):
+                 "CMD_STREAM_IN", "CMD_REGION", "RSP_INFO", "RSP_READ", "RSP_WRITE",
+                 "RSP_WRITE_BURST", "RSP_REGION", "PKT_BEAT", "PKT_BEAT_LAST", "RESP_TIMEOUT",
+                 "PROTOCOL_VERSION", "REGIONS_PROTOCOL_VERSION", "INFO_MAGIC", "MAX_REGIONS"):
         assert getattr(serial, name) == getattr(ub, name), name
     # response sizes: what the host expects is what the model sends
     model = ub.UartBridgeModel(1, 1, lambda a: (0, 0), lambda a, d: 0)
-    for cmd, payload in ((ub.CMD_INFO, b""), (ub.CMD_READ, b"\0\0"),
-                         (ub.CMD_WRITE, b"\0" * 6), (ub.CMD_WRITE_BURST, b"\0\0\0\0")):
-        r = model.feed(bytes([cmd]) + payload)
+    regions = ub.UartBridgeModel.of_regions([(1, 1), (2, 1)], [lambda a: (0, 0)] * 2,
+                                            [lambda a, d: 0] * 2)
+    for m, cmd, payload in ((model, ub.CMD_INFO, b""), (model, ub.CMD_READ, b"\0\0"),
+                            (model, ub.CMD_WRITE, b"\0" * 6),
+                            (model, ub.CMD_WRITE_BURST, b"\0\0\0\0"),
+                            (regions, ub.CMD_REGION, b"\1"), (regions, ub.CMD_INFO, b"")):
+        r = m.feed(bytes([cmd]) + payload)
         assert len(r) == 1 + serial._RESP_SIZE[r[0]]
 
 

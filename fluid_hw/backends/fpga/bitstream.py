@@ -18,6 +18,10 @@ result ``accelerator.bit`` / ``accelerator.bin``; merge into ``report.json``
 reported (``timing_met: false`` and a warning with nextpnr's critical path), never
 hidden; a failing tool's error names its log.
 
+A build of several accelerator regions (``segments.json``) goes to
+:mod:`.bitstream_regions`: one board top holding every region's accelerator behind one
+bridge with a region address, the budget and the report summed over the regions.
+
 :class:`BoardSimulation` runs the same board top (its bridge at ``divisor`` clock
 cycles a bit, no PLL) in Verilator, its serial pins behind a pseudo-terminal, so the
 host's :class:`fluid_hw.drivers.serial.SerialTransport` can be tested end to end
@@ -69,7 +73,8 @@ from .steps import BuildError
 
 __all__ = ["DEFAULT_BAUD", "DEFAULT_CLOCK_MHZ", "BITSTREAM_KEYS", "BuildFolder", "read_build",
            "resolve_board", "make_bridge", "accelerator_board_top", "bitstream",
-           "BoardSimulation", "build_board_sim", "calibrate", "calibration_designs"]
+           "estimate_on", "BoardSimulation", "build_board_sim", "calibrate",
+           "calibration_designs"]
 
 #: the FT231X (ULX3S) and FT2232H (iCEBreaker) both run 3 Mbaud
 DEFAULT_BAUD = 3_000_000
@@ -148,20 +153,33 @@ def resolve_board(build: BuildFolder, board: str | Board | None) -> Board:
                          "to build for (--board ulx3s-85f, icebreaker, ...)") from None
 
 
-def make_bridge(build: BuildFolder, *, clk_hz: float | None = None, baud: float | None = None,
-                divisor: int | None = None, idle_timeout: int | None = None) -> UartBridge:
-    """The UART bridge sized for the build's stream beats."""
-    return UartBridge(in_bytes=build.in_bytes, out_bytes=build.out_bytes, divisor=divisor,
+def _builds(build: BuildFolder | Sequence[BuildFolder]) -> list[BuildFolder]:
+    return [build] if isinstance(build, BuildFolder) else list(build)
+
+
+def make_bridge(build: BuildFolder | Sequence[BuildFolder], *, clk_hz: float | None = None,
+                baud: float | None = None, divisor: int | None = None,
+                idle_timeout: int | None = None) -> UartBridge:
+    """The UART bridge sized for the build's stream beats (a list of region builds: one
+    region address each, in order)."""
+    builds = _builds(build)
+    if len(builds) == 1:
+        return UartBridge(in_bytes=builds[0].in_bytes, out_bytes=builds[0].out_bytes,
+                          divisor=divisor, clk_hz=clk_hz, baud=baud, idle_timeout=idle_timeout)
+    return UartBridge(regions=[(b.in_bytes, b.out_bytes) for b in builds], divisor=divisor,
                       clk_hz=clk_hz, baud=baud, idle_timeout=idle_timeout)
 
 
-def accelerator_board_top(build: BuildFolder, board: Board, *, clock_mhz: float | None,
-                          baud: float = DEFAULT_BAUD, pll: bool = True,
-                          divisor: int | None = None) -> AcceleratorBoardTop:
-    """``accelerator.v`` (as a :class:`VerilogCore`) behind a UART bridge on ``board``.
+def accelerator_board_top(build: BuildFolder | Sequence[BuildFolder], board: Board, *,
+                          clock_mhz: float | None, baud: float = DEFAULT_BAUD,
+                          pll: bool = True, divisor: int | None = None
+                          ) -> AcceleratorBoardTop:
+    """``accelerator.v`` (as a :class:`VerilogCore`) behind a UART bridge on ``board``;
+    a list of region builds: each region's, behind one bridge with a region address.
     ``pll=False`` with ``divisor``: the simulation variant (oscillator clock, free baud
     divisor, no idle timeout)."""
-    core = VerilogCore(build.verilog, top=str(build.info["name"]))
+    cores = [VerilogCore(b.verilog, top=str(b.info["name"])) for b in _builds(build)]
+    core = cores[0] if len(cores) == 1 else cores
     if pll:
         def factory(clk_hz: float) -> UartBridge:
             return make_bridge(build, clk_hz=clk_hz, baud=baud,
@@ -218,46 +236,71 @@ def _compare(est: Mapping[str, int], synth: Mapping[str, int], placed: Mapping[s
     return out
 
 
+def estimate_on(build: BuildFolder, board: Board, *, board_top: bool = True
+                ) -> dict[str, int]:
+    """The device-aware estimate of the build's accelerator on ``board``'s device (with
+    ``board_top``: plus the UART bridge and board logic)."""
+    return device_estimate(build.specs(), board.device,
+                           fifo_depth=int(build.info.get("fifo_depth", 2)),
+                           in_lanes=build.in_bytes, out_lanes=int(build.info["out_lanes"]),
+                           dsp_registers=build.info.get("ff_style") == "trellis",
+                           graph=build.graph(), board_top=board_top)
+
+
+def say_estimate(progress: Progress, board: Board, est: Mapping[str, int]) -> None:
+    _say(progress, f"estimate for {board.device.name}: " + ", ".join(
+        f"{k} {v}/{board.device.resources.get(k, '?')}" for k, v in est.items()))
+
+
 def bitstream(build_dir: str | os.PathLike[str], *, board: str | Board | None = None,
               clock_mhz: float | None = None, baud: float = DEFAULT_BAUD, seed: int = 1,
               placer: str | None = None, nextpnr_args: Sequence[str] = (),
               check_resources: bool = True, progress: Progress = print_progress,
               timeout_s: float | None = None) -> dict[str, Any]:
     """Build the bitstream of a compiled build folder (see the module docstring);
-    returns the keys merged into ``report.json``."""
+    returns the keys merged into ``report.json``.  A build of several regions gets one
+    bitstream holding all of them (:mod:`.bitstream_regions`)."""
+    flow = dict(seed=seed, placer=placer, nextpnr_args=nextpnr_args,
+                check_resources=check_resources, progress=progress, timeout_s=timeout_s)
     if (Path(build_dir) / "segments.json").exists():
-        n = len(list((Path(build_dir) / "regions").glob("*")))
-        raise BuildError(f"{build_dir} holds {n} accelerator regions (ops without a hardware "
-                         "lowering run on the host between them); one bitstream with several "
-                         "regions is not built yet. Build a region alone (fluid-hw bitstream "
-                         f"{build_dir}/regions/0), or move the unsupported ops before the first "
-                         "or after the last layer so the model has one region")
+        from .bitstream_regions import bitstream_regions
+
+        return bitstream_regions(build_dir, board=board, clock_mhz=clock_mhz, baud=baud,
+                                 **flow)  # type: ignore[arg-type]
     build = read_build(build_dir)
     b = resolve_board(build, board)
     clock = float(clock_mhz) if clock_mhz is not None else _default_clock(build, b)
-    specs = build.specs()
-    est = device_estimate(specs, b.device, fifo_depth=int(build.info.get("fifo_depth", 2)),
-                          in_lanes=build.in_bytes, out_lanes=int(build.info["out_lanes"]),
-                          dsp_registers=build.info.get("ff_style") == "trellis",
-                          graph=build.graph())
-    _say(progress, f"estimate for {b.device.name}: " + ", ".join(
-        f"{k} {v}/{b.device.resources.get(k, '?')}" for k, v in est.items()))
+    est = estimate_on(build, b)
+    say_estimate(progress, b, est)
     if check_resources:
         _check_estimate(build, b, est)
     top = accelerator_board_top(build, b, clock_mhz=clock, baud=baud)
+    return build_and_report(build.path, top, build.report, build.specs(), est,
+                            **flow)  # type: ignore[arg-type]
+
+
+def build_and_report(path: Path, top: AcceleratorBoardTop, report: Mapping[str, Any],
+                     specs: Sequence[StageSpec], est: Mapping[str, int], *, seed: int,
+                     placer: str | None, nextpnr_args: Sequence[str], check_resources: bool,
+                     progress: Progress, timeout_s: float | None,
+                     extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Run the flow on ``top`` in ``path``, rename the bitstream ``accelerator.bit`` /
+    ``.bin``, write ``bitstream.json`` and merge the keys (``extra`` into
+    ``bitstream``) into ``path/report.json``."""
     uart = top.bridge.describe()  # type: ignore[union-attr]
     _say(progress, f"UART bridge: {uart['baud']:.0f} baud (divisor {uart['divisor']} at "
                    f"{top.clock_mhz:.3f} MHz)")
     t0 = time.monotonic()
-    res = build_bitstream(top, build.path, name="board_top", seed=seed, placer=placer,
+    res = build_bitstream(top, path, name="board_top", seed=seed, placer=placer,
                           check_resources=check_resources, nextpnr_args=nextpnr_args,
                           progress=progress, timeout_s=timeout_s)
-    final = build.path / f"accelerator{res.bitstream.suffix}"
+    final = path / f"accelerator{res.bitstream.suffix}"
     os.replace(res.bitstream, final)
     res.bitstream = final
-    res.write(build.path / RESULT_FILE)
-    keys = _report_keys(build, res, est, uart, top, time.monotonic() - t0)
-    update_report(build.path, keys)
+    res.write(path / RESULT_FILE)
+    keys = _report_keys(report, specs, res, est, uart, top, time.monotonic() - t0)
+    keys["bitstream"].update(extra or {})
+    update_report(path, keys)
     if not res.timing_met:
         cp = res.critical_path
         _say(progress, f"WARNING: timing NOT met: Fmax {res.fmax_mhz} MHz < "
@@ -266,10 +309,9 @@ def bitstream(build_dir: str | os.PathLike[str], *, board: str | Board | None = 
     return keys
 
 
-def _report_keys(build: BuildFolder, res: BitstreamResult, est: Mapping[str, int],
-                 uart: Mapping[str, Any], top: AcceleratorBoardTop, seconds: float
-                 ) -> dict[str, Any]:
-    rep = build.report
+def _report_keys(rep: Mapping[str, Any], specs: Sequence[StageSpec], res: BitstreamResult,
+                 est: Mapping[str, int], uart: Mapping[str, Any], top: AcceleratorBoardTop,
+                 seconds: float) -> dict[str, Any]:
     measured = rep.get("measured") or {}
     estimate = rep.get("estimate") or {}
     ii = measured.get("initiation_interval") or estimate.get("initiation_interval")
@@ -288,7 +330,7 @@ def _report_keys(build: BuildFolder, res: BitstreamResult, est: Mapping[str, int
         "estimate": dict(est), "placer": info.get("placer"),
         "board_top": {k: v for k, v in top.describe().items() if k != "uart"},
         "total_seconds": round(seconds, 1),
-        "goals": _goals(build, keys),
+        "goals": _goals(specs, keys),
     })
     return keys
 
@@ -298,10 +340,10 @@ THROUGHPUT_GOAL = 0.5    # of the device's multiplier-bound rate
 LATENCY_GOAL_US = 4.0    # batch 1 (one CPU core running onnxruntime: ~7.7 us)
 
 
-def _goals(build: BuildFolder, keys: Mapping[str, Any]) -> dict[str, Any]:
+def _goals(specs: Sequence[StageSpec], keys: Mapping[str, Any]) -> dict[str, Any]:
     """Throughput at Fmax against the device's multiplier bound (every multiplier
     doing one int8 product a cycle at Fmax) and batch-1 latency at Fmax."""
-    macs = sum(mac_count(s) for s in build.specs())
+    macs = sum(mac_count(s) for s in specs)
     dsp = (keys.get("resources_available") or {}).get("dsp")
     fmax, tput, lat = keys.get("fmax_mhz"), keys.get("throughput_per_s"), keys.get("latency_us")
     bound = dsp * fmax * 1e6 / macs if dsp and fmax and macs else None
@@ -446,19 +488,21 @@ def _board_top_verilog(top: AcceleratorBoardTop) -> str:
         raise BuildError(f"Verilog emission of the board top failed: {e}") from e
 
 
-def build_board_sim(build: BuildFolder, board: Board, divisor: int = 8,
-                    progress: Progress = print_progress) -> Path:
+def build_board_sim(build: BuildFolder | Sequence[BuildFolder], board: Board,
+                    divisor: int = 8, progress: Progress = print_progress) -> Path:
     """The Verilated board top of ``build`` (bridge at ``divisor`` cycles a bit, no
-    PLL) as an executable, built once and cached."""
-    top = accelerator_board_top(build, board, clock_mhz=None, pll=False, divisor=divisor)
+    PLL) as an executable, built once and cached; a list of region builds: all of them
+    behind one bridge with a region address."""
+    builds = _builds(build)
+    top = accelerator_board_top(builds, board, clock_mhz=None, pll=False, divisor=divisor)
     rst_port, active_high = top.reset_port
     cpp = BOARD_SIM_CPP.substitute(DIVISOR=divisor, CLK=top.clock_port,
                                    RX=top.board.pin("uart_rx").name,
                                    TX=top.board.pin("uart_tx").name, RESET=rst_port,
                                    RESET_ON=int(active_high))
     board_v = _board_top_verilog(top)
-    accel_v = build.verilog.read_text()
-    key = hashlib.sha256("\0".join([board_v, accel_v, cpp, " ".join(VERILATOR_FLAGS),
+    accel_vs = [b.verilog.read_text() for b in builds]
+    key = hashlib.sha256("\0".join([board_v, *accel_vs, cpp, " ".join(VERILATOR_FLAGS),
                                     verilator_version()]).encode()).hexdigest()[:24]
     root = cache_dir() / "board_sim"
     final = root / key
@@ -468,16 +512,20 @@ def build_board_sim(build: BuildFolder, board: Board, divisor: int = 8,
     with build_lock(root / f"{key}.lock"):
         if exe.exists():
             return exe
-        _say(progress, f"building the Verilated board top of {build.info['name']} on "
-                       f"{board.name} (key {key}); this takes a minute")
+        names = ", ".join(str(b.info["name"]) for b in builds)
+        _say(progress, f"building the Verilated board top of {names} on {board.name} "
+                       f"(key {key}); this takes a minute")
         work = root / f"{key}.{os.getpid()}.tmp"
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         (work / "board_top.v").write_text(board_v)
-        (work / "accelerator.v").write_text(accel_v)
+        files = [work / ("accelerator.v" if len(builds) == 1 else f"accelerator_r{k}.v")
+                 for k in range(len(builds))]
+        for f, text in zip(files, accel_vs):
+            f.write_text(text)
         (work / "board_sim.cpp").write_text(cpp)
-        verilate([work / "board_top.v", work / "accelerator.v",
-                  *sim_cells(accel_v, work)], "board_top", work,
+        verilate([work / "board_top.v", *files, *sim_cells("".join(accel_vs), work)],
+                 "board_top", work,
                  exe_sources=[work / "board_sim.cpp"], output="board_sim",
                  runtime_tag="exe")
         shutil.rmtree(final, ignore_errors=True)
@@ -488,22 +536,29 @@ def build_board_sim(build: BuildFolder, board: Board, divisor: int = 8,
 class BoardSimulation:
     """A build's board top running in Verilator; ``port`` is the path of a
     pseudo-terminal wired to its serial pins (open it with
-    ``SerialTransport(build_dir, port=sim.port)``).  ``divisor``: clock cycles a bit
-    of the simulated UART.  Use as a context manager, or :meth:`close`."""
+    ``SerialTransport(build_dir, port=sim.port)``, or ``Accelerator.open(build_dir,
+    transport="serial", port=sim.port)``).  A multi-region build: every region behind
+    one bridge with a region address, as in its bitstream.  ``divisor``: clock cycles a
+    bit of the simulated UART.  Use as a context manager, or :meth:`close`."""
 
     def __init__(self, build_dir: str | os.PathLike[str], *, board: str | Board | None = None,
                  divisor: int = 8, progress: Progress = print_progress) -> None:
-        build = read_build(build_dir)
+        if (Path(build_dir) / "segments.json").exists():
+            from .bitstream_regions import read_regions
+
+            builds = read_regions(build_dir)
+        else:
+            builds = [read_build(build_dir)]
         try:
-            b = resolve_board(build, board)
+            b = resolve_board(builds[0], board)
         except BuildError:
             b = get_board("ulx3s-85f")  # the pins only name the ports
-        self.exe = build_board_sim(build, b, divisor, progress)
+        self.exe = build_board_sim(builds, b, divisor, progress)
         self.divisor = divisor
         master, self._slave = os.openpty()
         tty.setraw(self._slave, termios.TCSANOW)  # no echo: set before any byte flows
         self.port = os.ttyname(self._slave)
-        self.log = build.path / "board_sim.log"
+        self.log = Path(build_dir) / "board_sim.log"
         with open(self.log, "w") as err:
             self.proc = subprocess.Popen([str(self.exe), str(master)], stdin=subprocess.PIPE,
                                          stdout=subprocess.DEVNULL, stderr=err,

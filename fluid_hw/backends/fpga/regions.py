@@ -17,16 +17,20 @@ holds what joins them::
     BUILD/host/params.npz      the fetches) and the parameters the host programs read
     BUILD/model/               the whole quantised program as compiled
     BUILD/regions/<k>/         region k: accelerator.v, design.json, registers.md, ...
+    BUILD/registers.md         the region addresses (the UART bridge's REGION command)
+                               and where each region's own register map is
 
-A program with one region keeps the single-region layout (no ``regions/``).  The
-driver (:mod:`fluid_hw.drivers.regions`) runs host segment 0, region 0, host segment
-1, ... on the CPU executor and the transport.  One bitstream holding several regions
-is not built yet (``fluid-hw bitstream`` says so); each region's folder can be built
-alone.
+Region ``k``'s Verilog top is ``<name>_r<k>`` (``fluid_accel_r0``...), so that every
+region's ``accelerator.v`` can be read into one design: ``fluid-hw bitstream BUILD``
+(:mod:`.bitstream_regions`) puts all of them behind one UART bridge, region ``k`` at
+region address ``k``.  A program with one region keeps the single-region layout (no
+``regions/``).  The driver (:mod:`fluid_hw.drivers.regions`) runs host segment 0,
+region 0, host segment 1, ... on the CPU executor and the transport.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -37,11 +41,11 @@ import numpy as np
 from ...frontend import io as fio
 from ...hls.partition import Segmentation
 from ...hls.stage_info import layer_name
-from .report import to_json, update_report
+from .report import STEP_KEYS, to_json, update_report
 from .steps import BuildError
 
 __all__ = ["SEGMENTS", "RegionBuild", "compile_regions", "write_region_host",
-           "region_report"]
+           "region_report", "region_name", "write_region_registers"]
 
 #: the file that makes a build folder a multi-region build
 SEGMENTS = "segments.json"
@@ -54,6 +58,11 @@ class RegionBuild:
     index: int
     path: Path
     state: Any  # CompileState
+
+
+def region_name(name: str, k: int) -> str:
+    """The Verilog top of region ``k`` of a build named ``name``."""
+    return f"{name}_r{k}"
 
 
 def _region_names(seg: Segmentation, k: int) -> set[str]:
@@ -91,8 +100,9 @@ def compile_regions(st: Any, seg: Segmentation) -> list[RegionBuild]:
              else None)
         budget = replace(base, macs=max(1, int(base.macs * share))) \
             if base is not None and base.macs is not None else base
-        opts = replace(st.options, folding=replace(pol, overrides=mine, budget=budget,
-                                                   fraction=pol.fraction * share))
+        opts = replace(st.options, name=region_name(st.options.name, k),
+                       folding=replace(pol, overrides=mine, budget=budget,
+                                       fraction=pol.fraction * share))
         sub = compile_program(seg.sub_program(k), st.scope, path, opts, feeds=[r.hw_input],
                               fetches=[r.hw_output])
         out.append(RegionBuild(k, path, sub))
@@ -119,15 +129,39 @@ def write_region_host(st: Any, seg: Segmentation, regions: list[RegionBuild]) ->
                        for rb, r in zip(regions, seg.regions)],
            "host": [f"host/seg{k}.pb" for k in range(len(seg.host))],
            "segments": seg.describe()["segments"]}
-    import json
-
     fio.atomic_write(st.out / SEGMENTS, (json.dumps(to_json(doc), indent=1) + "\n").encode())
     for stale in ("pre.pb", "post.pb", "host.json"):
         (host / stale).unlink(missing_ok=True)
-    for stale in ("accelerator.v", "design.json", "registers.md", "registers.h",
-                  "weights.npz"):
+    for stale in ("accelerator.v", "design.json", "registers.h", "weights.npz"):
         (st.out / stale).unlink(missing_ok=True)
+    write_region_registers(st.out, doc["regions"])
     return f"{len(seg.host)} host segments, {len(regions)} regions"
+
+
+def write_region_registers(out: Path, regions: list[dict[str, Any]]) -> None:
+    """``BUILD/registers.md``: how a host reaches each region behind the one UART bridge
+    of the build's bitstream (its region address), and where its register map is."""
+    rows = []
+    for r in regions:
+        d = json.loads((out / r["dir"] / "design.json").read_text())
+        rows.append(f"| {r['index']} | `{r['dir']}/` | `{d['name']}` | "
+                    f"`{str(d['design_hash'])[:8]}` | {d['in_lanes']} | "
+                    f"{int(d['out_lanes']) * int(d['out_bits']) // 8} | "
+                    f"[{r['dir']}/registers.md]({r['dir']}/registers.md) |")
+    text = "\n".join([
+        "# Accelerator regions: region addresses", "",
+        f"This build holds {len(regions)} accelerators (regions), with host segments "
+        "between them (segments.json). Each region keeps its own AXI4-Lite register map "
+        "and streams, unchanged; one bitstream (`fluid-hw bitstream`) puts all of them "
+        "behind one UART bridge, where the REGION command (`0x06`, one byte: the region "
+        "address) selects the region that register accesses and input streams go to, and "
+        "region k's output beats come tagged `0x90 + 2k` (`0x91 + 2k` with tlast) "
+        "(docs/uart_protocol.md). The serial driver selects the region for you: "
+        "`Accelerator.open(BUILD, transport=\"serial\", port=...)`.", "",
+        "| region address | folder | Verilog top | DESIGN_HASH | input beat bytes | "
+        "output beat bytes | register map |",
+        "| --- | --- | --- | --- | --- | --- | --- |", *rows, ""])
+    fio.atomic_write(out / "registers.md", text.encode())
 
 
 def region_report(st: Any, seg: Segmentation, regions: list[RegionBuild]) -> str:
@@ -164,7 +198,7 @@ def region_report(st: Any, seg: Segmentation, regions: list[RegionBuild]) -> str
         "options": st.options.as_report(),
     }
     drop = ["stages", "folding", "fifo_depths", "lowering_hash", "autofold", "bit_exact",
-            "mismatches", "measured", "fmax_mhz", "timing_met"]
+            "mismatches", "measured", *STEP_KEYS["bitstream"]]
     update_report(st.out, keys, drop=drop)
     return (f"{len(regions)} accelerator regions, II {ii} cycles (summed), latency {lat} "
             f"cycles; {keys['throughput_per_s']:.0f} inferences/s at {clock:g} MHz")
