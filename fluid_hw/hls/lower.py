@@ -286,10 +286,10 @@ def fifo_depths(specs: Sequence[StageSpec], ii: int, graph: StageGraph | None = 
     rate: dict[int, tuple[int, float]] = {-1: (1, 1.0)}  # the input port: a beat a cycle
     depths = []
     for k, (s, (lin, lout)) in enumerate(zip(specs, lanes)):
-        avg = s.in_len / max(1, ii)  # elements the consumer takes per cycle on average
         own = kind_of(s).buffer(s)
-        need = max(burst * max(0.0, 1 - avg / peak) - own
-                   for burst, peak in (rate[p] for p in graph.inputs[k]))
+        # s.port_len(q) / ii: elements the consumer takes per cycle on average
+        need = max(burst * max(0.0, 1 - s.port_len(q) / max(1, ii) / peak) - own
+                   for q, (burst, peak) in enumerate(rate[p] for p in graph.inputs[k]))
         depths.append(max(2, int(np.ceil(need / lin))))
         sf = getattr(s, "sf", 0)
         if sf == 1:  # a matrix stage that emits its output beats back to back
@@ -315,14 +315,15 @@ def join_fifo_depths(specs: Sequence[StageSpec], graph: StageGraph, ii: int,
     """Depths of the input FIFOs of joins that need more than ``fifo_depth``: a join
     takes an element from both inputs at once, so the input whose branch is shorter (the
     skip path of a residual block) piles up what arrives before the other branch's
-    element, and the other input piles up where its branch is the early one.  From the
-    timing model with inferences every ``ii`` cycles: for each input, the most elements
-    (of this and later inferences) that have arrived by the time the join takes
-    element ``j``, less the ``j`` taken; both inputs get the larger of the two, times
-    :data:`JOIN_FIFO_SAFETY`, in beats, plus a margin.  With it neither input fills, so
-    the fork feeding both branches never stalls on it (no deadlock) and the pipeline
-    never stalls in steady state (checked in Verilator: the measured initiation
-    interval equals the estimate)."""
+    element, and the other input piles up where its branch is the early one (a concat
+    takes each element from one input: its kind's ``port_order``).  From the timing
+    model with inferences every ``ii`` cycles: for each input, the most elements (of
+    this and later inferences) that have arrived by the time the join takes element
+    ``j``, less those of that input taken before; both inputs get the larger of the
+    two, times :data:`JOIN_FIFO_SAFETY`, in beats, plus a margin.  With it neither input
+    fills, so the fork feeding both branches never stalls on it (no deadlock) and the
+    pipeline never stalls in steady state (checked in Verilator: the measured
+    initiation interval equals the estimate)."""
     gt = graph_times(specs, graph, stage_lanes(specs, graph.inputs)[0][0], fifo_depth)
     out: dict[tuple[int, int], int] = {}
     for k, ins in enumerate(graph.inputs):
@@ -331,13 +332,17 @@ def join_fifo_depths(specs: Sequence[StageSpec], graph: StageGraph, ii: int,
         take = gt.take[k]
         span = float(take.max() - min(gt.port[(k, p)].min() for p in range(len(ins))))
         later = int(np.ceil(span / max(1, ii))) + 1
+        order = kind_of(specs[k]).port_order
+        places = order(specs[k]) if order is not None else None
         occupancy = 0
         for p in range(len(ins)):
             arrive = np.sort(gt.port[(k, p)])
             held = np.zeros(len(take))
             for m in range(later + 1):  # this inference and the ones after it
                 held += np.searchsorted(arrive, take - m * ii, side="right")
-            occupancy = max(occupancy, int((held - np.arange(len(take))).max()))
+            before = np.arange(len(take)) if places is None else \
+                np.searchsorted(np.sort(places[p]), np.arange(len(take)))
+            occupancy = max(occupancy, int((held - before).max()))
         elements = int(np.ceil(occupancy * JOIN_FIFO_SAFETY))
         beats = -(-elements // gt.lanes[k][0]) + JOIN_FIFO_MARGIN
         for p in range(len(ins)):

@@ -50,9 +50,12 @@ def main_input(op: Operator) -> str:
 
 
 def stream_inputs(op: Operator) -> list[str]:
-    """The activations an op of the region reads (a join reads two)."""
+    """The activations an op of the region reads (a join reads two, a concat all its
+    inputs)."""
     if op.type == "quantized_add":
         return [op.input("X")[0], op.input("Y")[0]]
+    if op.type == "quantized_concat":
+        return list(op.input("X"))
     return [main_input(op)]
 
 

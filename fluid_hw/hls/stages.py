@@ -37,6 +37,7 @@ Estimates (:func:`estimate_stage`, :func:`estimate_pipeline`):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from math import gcd
@@ -351,7 +352,8 @@ def estimate_stage(stage: StageSpec, lanes: tuple[int, int] | None = None,
     cycle, unless ``in_lanes`` says how wide the producer's beats are)."""
     ln = lanes or stage_lanes([stage])[0]
     src = in_lanes or ln[0]
-    t_in = np.repeat(np.arange(stage.in_len // src, dtype=float), src)
+    # (a producer's lanes need not divide a concat's whole input: the last beat is partial)
+    t_in = np.repeat(np.arange(-(-stage.in_len // src), dtype=float), src)[:stage.in_len]
     t_in = _link(t_in, src, ln[0], 0)
     t_out = _stage_times(stage, ln, t_in)
     cycles = _stage_cycles(stage, ln)
@@ -374,14 +376,28 @@ class GraphTimes:
     limits: dict[str, int]
 
 
+def _take_times(s: StageSpec, lanes: int, ports: list[np.ndarray]) -> np.ndarray:
+    """When stage ``s`` takes each element of its input sequence, from the arrival times
+    at its ports: element ``j`` of every port together (the latest of them), or, for a
+    kind with a ``port_order`` (a concat), each element from its one port, a beat a
+    cycle."""
+    order = _kind(s).port_order
+    if order is None:
+        return functools.reduce(np.maximum, ports)
+    t = np.full(s.in_len, -np.inf)
+    for pos, t_port in zip(order(s), ports):
+        np.maximum.at(t, pos, t_port)
+    return np.repeat(_seq(t.reshape(-1, lanes).max(axis=1)), lanes)
+
+
 def graph_times(stages: Sequence[StageSpec], graph: StageGraph, in_lanes: int,
                 fifo_depth: int) -> GraphTimes:
     """The timing model over a stage graph (see :class:`GraphTimes`)."""
     lanes = stage_lanes(stages, graph.inputs)
-    in_len = stages[0].in_len
+    in_len = stages[0].port_len(0)
     for k, ins in enumerate(graph.inputs):
         if -1 in ins:
-            in_len = stages[k].in_len
+            in_len = stages[k].port_len(list(ins).index(-1))
             break
     # first input beat accepted at cycle 0, then the input skid buffer
     t_input = np.repeat(np.arange(in_len // in_lanes, dtype=float), in_lanes) + 1
@@ -390,16 +406,14 @@ def graph_times(stages: Sequence[StageSpec], graph: StageGraph, in_lanes: int,
     take: list[np.ndarray] = []
     out: list[np.ndarray] = []
     for k, (s, ln) in enumerate(zip(stages, lanes)):
-        t_in: np.ndarray | None = None
         for p, src in enumerate(graph.inputs[k]):
             t_src, l_src = (t_input, in_lanes) if src < 0 else (out[src], lanes[src][1])
             t_port = _link(t_src, l_src, ln[0], graph.fifo(k, p, fifo_depth))
             port[(k, p)] = t_port
-            t_in = t_port if t_in is None else np.maximum(t_in, t_port)
             if l_src != ln[0]:
                 limits[f"{s.name} input converter" + (f" {p}" if p else "")] = \
-                    -(-s.in_len // gcd(l_src, ln[0]))
-        assert t_in is not None
+                    -(-s.port_len(p) // gcd(l_src, ln[0]))
+        t_in = _take_times(s, ln[0], [port[(k, p)] for p in range(len(graph.inputs[k]))])
         take.append(t_in)
         out.append(_stage_times(s, ln, t_in))
         limits[s.name] = _stage_cycles(s, ln)

@@ -98,9 +98,9 @@ _SUPPORTED = ("fc / mul (activation none or relu, in_num_col_dims 1), conv2d / "
               "depthwise_conv2d / conv2d_fusion (activation identity or relu), relu, max or "
               "avg pool2d (not adaptive), reshape2, flatten2, transpose2, nearest_interp "
               "(without OutSize), elementwise_add of "
-              "two values of one shape (a residual join), test-mode batch_norm and "
-              "elementwise_mul / add / sub / div by a per-channel constant (a per-channel "
-              "affine), and every "
+              "two values of one shape (a residual join), concat of quantised values along "
+              "the channel axis (axis 1), test-mode batch_norm and elementwise_mul / add / "
+              "sub / div by a per-channel constant (a per-channel affine), and every "
               "element-wise op (sigmoid, tanh, leaky_relu, clip, scale, ...) as a table")
 
 
@@ -333,6 +333,8 @@ class _Quantizer:
         two."""
         if self.passthrough(op):
             return op.input("X")[0] in qnames
+        if self.concatenable(op):
+            return all(x in qnames for x in op.input("X"))
         return self.joinable(op) and op.input("X")[0] in qnames and op.input("Y")[0] in qnames
 
     def joinable(self, op: Operator) -> bool:
@@ -344,6 +346,17 @@ class _Quantizer:
         out = self.graph.var(op.output("Out")[0])
         return x is not None and y is not None and out is not None and \
             out.dtype == VarType.FP32 and list(x.shape) == list(y.shape)
+
+    def concatenable(self, op: Operator) -> bool:
+        """A ``concat`` of two or more values along the channel axis (1): quantised as
+        ``quantized_concat`` when every input is int8."""
+        if op.type != "concat" or self.excluded(op) or self.abits != 8 or \
+                len(op.input("X")) < 2:
+            return False
+        out = self.graph.var(op.output("Out")[0])
+        if out is None or out.dtype != VarType.FP32 or len(out.shape) < 2:
+            return False
+        return int(op.attr("axis")) % len(out.shape) == 1
 
     def tabulated(self, op: Operator) -> bool:
         """An element-wise op (other than relu, which stays integer) of one value with a
@@ -526,6 +539,9 @@ class _Quantizer:
         if self.joinable(op):
             self.emit_add(op, xq, s)
             return
+        if self.concatenable(op):
+            self.emit_concat(op)
+            return
         if op.type == "pool2d" and _uniform_average(op):
             self.emit_sum_pool(op, xq, s)
             return
@@ -576,6 +592,24 @@ class _Quantizer:
         self.items.append(OpSpec("quantized_add", {"X": [xq], "Y": [yq]}, {"Out": [outq]},
                                  {"x_multiplier": mx, "x_shift": nx, "y_multiplier": my,
                                   "y_shift": ny, "relu": False, "out_scale": float(s_out)}))
+        self.qvars[out] = (outq, np.float32(s_out))
+        self.replaced |= set(op.output_arg_names)
+
+    def emit_concat(self, op: Operator) -> None:
+        """A channel concat of int8 values: each rescaled to the output's scale, the
+        largest input scale -- that input passes unchanged (``m = 1, n = 0``) and no input
+        saturates (docs/fixed_point.md, quantized_concat)."""
+        out = op.output("Out")[0]
+        ins = [self.qvars[x] for x in op.input("X")]
+        s_out = max(s for _, s in ins)
+        mn = [(1, 0) if s == s_out else requant_params(float(np.float64(s) / np.float64(s_out)))
+              for _, s in ins]
+        outq = self.new_var(f"{out}.int{self.abits}", out, self.adtype)
+        self.items.append(OpSpec("quantized_concat", {"X": [q for q, _ in ins]},
+                                 {"Out": [outq]},
+                                 {"axis": 1, "multipliers": [m for m, _ in mn],
+                                  "shifts": [n for _, n in mn], "relu": False,
+                                  "out_scale": float(s_out)}))
         self.qvars[out] = (outq, np.float32(s_out))
         self.replaced |= set(op.output_arg_names)
 

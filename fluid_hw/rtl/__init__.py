@@ -54,10 +54,11 @@ __all__ = [
 # stage kinds beyond those above register their specs on import (spec.SPEC_KINDS)
 from .affine_spec import AffineSpec
 from .avgpool_spec import AvgPoolSpec
+from .concat_spec import ConcatSpec
 from .dwconv_spec import DepthwiseSpec
 from .join_spec import JoinSpec
 from .table_spec import TableSpec
 from .upsample_spec import UpsampleSpec
 
-__all__ += ["AffineSpec", "AvgPoolSpec", "DepthwiseSpec", "JoinSpec", "TableSpec",
+__all__ += ["AffineSpec", "AvgPoolSpec", "ConcatSpec", "DepthwiseSpec", "JoinSpec", "TableSpec",
             "UpsampleSpec"]

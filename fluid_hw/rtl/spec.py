@@ -97,6 +97,16 @@ class StageSpec:
     def validate(self) -> None:  # pragma: no cover - overridden
         pass
 
+    def port_len(self, port: int) -> int:
+        """Elements per inference on input ``port`` (``in_len`` unless the ports differ:
+        a concat)."""
+        return self.in_len
+
+    def port_shape(self, port: int) -> tuple[int, ...] | None:
+        """The per-example shape arriving on input ``port`` (None: not recorded)."""
+        shape = getattr(self, "in_shape", None)
+        return None if shape is None else tuple(shape)
+
     def structure(self) -> dict[str, Any]:
         """Everything that shapes the hardware (used for hashing and reports)."""
         raise NotImplementedError

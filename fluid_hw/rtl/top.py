@@ -140,7 +140,7 @@ def _check_graph(specs: Sequence[StageSpec], inputs: Inputs) -> None:
         if len(ins) != b.n_inputs:
             raise HardwareConfigError(f"stage {b.name!r} takes {b.n_inputs} input(s), "
                                       f"given {len(ins)}")
-        for p in ins:
+        for port, p in enumerate(ins):
             if not -1 <= p < k:
                 raise HardwareConfigError(f"stage {b.name!r} reads stage {p}: a stage reads "
                                           "the input (-1) or an earlier stage")
@@ -148,16 +148,16 @@ def _check_graph(specs: Sequence[StageSpec], inputs: Inputs) -> None:
             if p < 0:
                 continue
             a = specs[p]
-            if a.out_len != b.in_len:
+            if a.out_len != b.port_len(port):
                 raise HardwareConfigError(
-                    f"stage {b.name!r} takes {b.in_len} elements but stage {a.name!r} "
-                    f"produces {a.out_len}")
+                    f"stage {b.name!r} takes {b.port_len(port)} elements but stage "
+                    f"{a.name!r} produces {a.out_len}")
             if a.out_bits != 8:
                 raise HardwareConfigError(
                     f"stage {a.name!r} has int32 outputs (no requantisation); only the last "
                     "stage may")
             shape_a = getattr(a, "out_shape", None)
-            shape_b = getattr(b, "in_shape", None)
+            shape_b = b.port_shape(port)
             if shape_a is not None and shape_b is not None and \
                     tuple(shape_a) != tuple(shape_b):
                 raise HardwareConfigError(f"stage {b.name!r} expects an image of {shape_b} "
@@ -168,7 +168,8 @@ def _check_graph(specs: Sequence[StageSpec], inputs: Inputs) -> None:
                                   "stage (only the last stage's output leaves)")
     first = specs[next(k for k, ins in enumerate(inputs) if -1 in ins)]
     for k, ins in enumerate(inputs):
-        if -1 in ins and specs[k].in_len != first.in_len:
+        if any(specs[k].port_len(port) != first.port_len(0)
+               for port, p in enumerate(ins) if p < 0):
             raise HardwareConfigError(f"stages {first.name!r} and {specs[k].name!r} both read "
                                       "the input but take different lengths")
 
@@ -360,7 +361,7 @@ class AcceleratorTop(Component):
             raise HardwareConfigError(f"accelerator name {name!r} is not a Verilog identifier")
         self.name = name
         self.lanes = stage_lanes(self.specs, self.inputs)
-        self.in_len, self.out_len = self.specs[0].in_len, self.specs[-1].out_len
+        self.in_len, self.out_len = self.specs[0].port_len(0), self.specs[-1].out_len
         self.in_lanes = in_lanes or self.lanes[0][0]
         self.out_lanes = out_lanes or self.lanes[-1][1]
         self.out_bits = self.specs[-1].out_bits

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from fluid_hw.rtl.spec import StageSpec
 
 from ...errors import unknown_name
-from . import add, affine, avgpool, conv, dwconv, maxpool, mvau, table, upsample
+from . import add, affine, avgpool, concat, conv, dwconv, maxpool, mvau, table, upsample
 from ._base import StageKind
 
 if TYPE_CHECKING:
@@ -47,6 +47,7 @@ KINDS: dict[str, StageKind] = {k.name: k for k in (
     table.KIND,
     add.KIND,
     affine.KIND,
+    concat.KIND,
     upsample.KIND,
 )}
 

@@ -46,6 +46,11 @@ class StageKind:
     #: why an op of the kind's op type that it does not match runs on the host (a
     #: ``nearest_interp`` by a fractional factor), for the compile listing; None: no note
     declines: Callable[[Program, Operator], str | None] = lambda program, op: None
+    #: for each input port, the place in the stage's input sequence (``in_len``
+    #: elements, whose times ``times`` gets) where the stage takes each of that port's
+    #: elements; None: element ``j`` of every port at place ``j`` (a join takes its
+    #: inputs together).  A concat takes each place from one port, a beat a cycle
+    port_order: Callable[[Any], list[np.ndarray]] | None = None
     doc: str = ""
 
     def folding(self, spec: Any, lanes: Lanes) -> dict[str, int]:

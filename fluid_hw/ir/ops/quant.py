@@ -61,6 +61,12 @@ op                     exact arithmetic
                        (an element-wise function tabulated by the quantisation pass:
                        ``Table[q + 128] = clamp(round_half_even(f(q * s_in) / s_out),
                        -128, 127)``).
+``quantized_concat``   X int8 (two or more, concat's shapes) -> Out int8: the X joined
+                       along ``axis`` (concat's geometry), each X[i] first rescaled to
+                       Out's scale with ``m = multipliers[i]``, ``n = shifts[i]`` as
+                       requantize does: ``r = (x * m + 2^(n-1)) >> n`` (``x * m`` when
+                       n = 0), ``out = clamp(r, 0 if relu else -128, 127)``.  ``m = 1,
+                       n = 0`` passes an input already at Out's scale unchanged.
 ``relu`` on integers   ``max(x, 0)`` (the ordinary relu op; its kernel is exact on ints)
 ``reshape2``,          data movement only (the ordinary ops, on integer tensors)
 ``flatten2``,
@@ -379,6 +385,37 @@ def _infer_quantized_add(ctx: InferContext) -> None:
     ctx.set_output("Out", xs, VarType.INT8, lod_level=x.lod_level)
 
 
+# -- quantized_concat ----------------------------------------------------------------
+
+@define_op(
+    "quantized_concat",
+    [Slot("X", duplicable=True, doc="int8, two or more")],
+    [Slot("Out", doc="int8, the X joined along axis")],
+    [Attr("axis", "int", 1, doc="negative counts from the end (as concat)"),
+     Attr("multipliers", "ints", doc=f"each X's rescale multiplier, in [0, {MULTIPLIER_MAX}]",
+          min=0, max=MULTIPLIER_MAX),
+     Attr("shifts", "ints", doc=f"each X's rescale shift, in [0, {SHIFT_MAX}]", min=0,
+          max=SHIFT_MAX),
+     Attr("relu", "bool", False, doc="clamp at 0 from below (a folded ReLU)"),
+     Attr("out_scale", "float", 0.0, doc="informational: Out's scale (0: unknown)")],
+    doc="Out = concat(clamp((X[i] * m[i] + 2^(n[i]-1)) >> n[i], 0 or -128, 127), axis): "
+    "each input rescaled to Out's scale as requantize does, then joined (see the module "
+    "docstring).",
+)
+def _infer_quantized_concat(ctx: InferContext) -> None:
+    from .tensor import _concat
+
+    xs = ctx.input_vars("X")
+    ctx.check(len(xs) >= 2, f"needs two or more inputs in X, got {len(xs)}")
+    for i, v in enumerate(xs):
+        ctx.check(v.dtype == VarType.INT8, f"X[{i}] {v.name!r} must be int8, got "
+                  f"{v.dtype_name}")
+    for a in ("multipliers", "shifts"):
+        ctx.check(len(ctx.attr(a)) == len(xs), f"{a} has {len(ctx.attr(a))} values for "
+                  f"{len(xs)} inputs; give one per input")
+    _concat(ctx)
+
+
 # -- quantized_affine ----------------------------------------------------------------
 
 @define_op(
@@ -408,7 +445,7 @@ def _declare_grads() -> None:
 
     no_grad("integer", "quantize", "dequantize", "quantized_fc", "quantized_conv2d",
             "requantize", "quantized_pool2d", "quantized_table", "quantized_add",
-            "quantized_affine")
+            "quantized_concat", "quantized_affine")
 
 
 _declare_grads()
@@ -418,7 +455,8 @@ def _declare_categories() -> None:
     from ..registry import mark_category
 
     mark_category("quantised", "quantized_fc", "quantized_conv2d", "requantize",
-                  "quantized_pool2d", "quantized_table", "quantized_add", "quantized_affine")
+                  "quantized_pool2d", "quantized_table", "quantized_add", "quantized_concat",
+                  "quantized_affine")
 
 
 _declare_categories()

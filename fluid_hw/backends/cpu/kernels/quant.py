@@ -92,6 +92,15 @@ def _per_channel(v: np.ndarray, x: np.ndarray, what: str, lo: int, hi: int) -> n
     return v.astype(I64).reshape(shape)
 
 
+def _rescale(x: np.ndarray, m: np.ndarray | np.int64, n: np.ndarray | np.int64
+             ) -> np.ndarray:
+    """``(x * m + 2^(n-1)) >> n`` (``x * m`` when n = 0) in int64: requantize's rounding
+    (half up); exact for |x| < 2^31, m < 2^15."""
+    p = x.astype(I64) * m
+    half = np.where(n > 0, np.left_shift(I64(1), np.maximum(n - 1, 0)), I64(0))
+    return np.floor_divide(p + half, np.left_shift(I64(1), n))
+
+
 @register_kernel("quantized_affine")
 def quantized_affine(ctx: KernelContext) -> None:
     """``wrap32(x * Weight[c] + Bias[c])`` along axis 1 (exact in int64, then wrapped)."""
@@ -108,9 +117,7 @@ def requantize(ctx: KernelContext) -> None:
     a = ctx.attrs
     m = _per_channel(ctx.input("Multiplier"), x, "Multiplier", 0, MULTIPLIER_MAX)
     n = _per_channel(ctx.input("Shift"), x, "Shift", 0, SHIFT_MAX)
-    p = x.astype(I64) * m
-    half = np.where(n > 0, np.left_shift(I64(1), np.maximum(n - 1, 0)), I64(0))
-    r = np.floor_divide(p + half, np.left_shift(I64(1), n))  # (p + 2^(n-1)) >> n; n = 0: p
+    r = _rescale(x, m, n)
     lo, hi = int_range(a["bits"])
     out = np.clip(r, 0 if a["relu"] else lo, hi)
     ctx.set_output("Out", out.astype(ctx.output_dtype("Out")), lod=lod)
@@ -179,3 +186,17 @@ def quantized_add(ctx: KernelContext) -> None:
         r = f(x.astype(object), y.astype(object)).astype(np.float64)
     lo = 0 if a["relu"] else -128
     ctx.set_output("Out", np.clip(r, lo, 127).astype(np.int8), lod=lod)
+
+
+@register_kernel("quantized_concat")
+def quantized_concat(ctx: KernelContext) -> None:
+    xs = ctx.inputs("X")
+    a = ctx.attrs
+    ms, ns = list(a["multipliers"]), list(a["shifts"])
+    if not len(ms) == len(ns) == len(xs):
+        raise ValueError(f"{len(xs)} inputs X but {len(ms)} multipliers and {len(ns)} shifts; "
+                         "give one of each per input")
+    lo = 0 if a["relu"] else -128
+    parts = [np.clip(_rescale(x, I64(m), I64(n)), lo, 127) for x, m, n in zip(xs, ms, ns)]
+    axis = a["axis"] % xs[0].ndim
+    ctx.set_output("Out", np.concatenate(parts, axis=axis).astype(np.int8))
