@@ -51,7 +51,14 @@ from fluid_hw.rtl._util import HardwareConfigError, ceil_log2
 from fluid_hw.rtl.mvau import mvau_latency
 from fluid_hw.rtl.spec import ConvSpec, MaxPoolSpec, MVAUSpec, StageSpec, hwc_order
 from fluid_hw.rtl.stream import CreditQueue, fifo_latency
-from fluid_hw.rtl.swg import QUEUE_DEPTH, ROW_OVERHEAD, ROW_READY_DELAY, WindowGeometry
+from fluid_hw.rtl.swg import (
+    QUEUE_DEPTH,
+    ROW_OVERHEAD,
+    ROW_READY_DELAY,
+    WindowGeometry,
+    line_depth,
+    line_rows,
+)
 from fluid_hw.rtl.top import StageGraph
 
 __all__ = ["MVAUStage", "ConvStage", "MaxPoolStage", "Stage", "Resources", "StageEstimate",
@@ -177,8 +184,7 @@ def mvau_resources(mw: int, mh: int, pe: int, simd: int, requantize: bool, const
 
 
 def swg_resources(geom: WindowGeometry, lanes: int) -> Resources:
-    rows = min(geom.eff_kernel[0] + geom.stride[0], geom.height)
-    depth = 1 << (ceil_log2(rows) + ceil_log2(geom.width) + ceil_log2(geom.channels // lanes))
+    depth = line_depth(geom, lanes)
     return Resources(lut=120 + 8 * lanes, ff=120 + 4 * 8 * lanes) + \
         memory_resources(depth, 8 * lanes, const=False)
 
@@ -302,7 +308,7 @@ def window_cycles(g: WindowGeometry, lanes: int) -> int:
     oh, ow = g.out_hw
     beats_row_in = g.width * g.channels // lanes
     n_w = g.kernel[0] * g.kernel[1] * g.channels // lanes
-    rows = min(g.eff_kernel[0] + g.stride[0], g.height)
+    rows = line_rows(g)
     held_at_end = g.height - max(0, (oh - 1) * g.stride[0] - g.pads[0])
     need_first = min(g.height, g.eff_kernel[0] - g.pads[0])
     boundary = max(0, need_first - (rows - held_at_end)) * beats_row_in

@@ -9,8 +9,7 @@ from typing import Any
 import numpy as np
 
 from fluid_hw.rtl import hwc_order
-from fluid_hw.rtl._util import ceil_log2
-from fluid_hw.rtl.swg import QUEUE_DEPTH, WindowGeometry
+from fluid_hw.rtl.swg import QUEUE_DEPTH, WindowGeometry, line_depth
 
 from ...errors import FluidError
 from ...ir.ops.nn import window_geometry
@@ -55,9 +54,8 @@ def window(op: Any, name: str, hw: tuple[int, int], k: Sequence[int], strides: S
 
 def window_memories(geom: WindowGeometry, lanes: int) -> list[tuple[int, int, str]]:
     """The line buffer and output queue of a sliding-window generator."""
-    rows = min(geom.eff_kernel[0] + geom.stride[0], geom.height)
-    depth = 1 << (ceil_log2(rows) + ceil_log2(geom.width) + ceil_log2(geom.channels // lanes))
-    return [(depth, 8 * lanes, "ram"), (fifo_storage(QUEUE_DEPTH), 8 * lanes, "ram")]
+    return [(line_depth(geom, lanes), 8 * lanes, "ram"),
+            (fifo_storage(QUEUE_DEPTH), 8 * lanes, "ram")]
 
 
 def row_buffer(s: Any) -> int:
