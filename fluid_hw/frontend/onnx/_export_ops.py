@@ -1,8 +1,9 @@
 """fluid op type -> the ONNX nodes it becomes: the export table.
 
-One entry per fluid op type in :data:`EXPORTERS`.  An exporter reads the op's
-inputs, outputs and attributes and appends nodes through an
-:class:`~.exporter.ExportCtx`; the op's output variables keep their names as
+One entry per fluid op type in :data:`EXPORTERS`: one made from each one-to-one
+pair of :data:`._pairs.PAIRS`, and the op-specific exporters below.  An exporter
+reads the op's inputs, outputs and attributes and appends nodes through an
+:class:`~._context.ExportCtx`; the op's output variables keep their names as
 ONNX tensor names.  Nodes use the forms of the export opset (13 and newer:
 axes of Squeeze/Unsqueeze/ReduceSum/Split as inputs; ReduceMean/ReduceMax take
 them as inputs from 18).
@@ -21,13 +22,14 @@ from ...ir import dtypes
 from ...ir.ops.common import aligned_shape
 from ...ir.ops.nn import window_geometry
 from ...ir.ops.tensor import split_sizes, unsqueeze_shape
+from ._context import ExportCtx
 from ._dtypes import onnx_type_of
+from ._pairs import PAIRS, Pair
 
 if TYPE_CHECKING:
     from ...ir.program import Operator
-    from .exporter import ExportCtx
 
-ExportFn = Callable[["ExportCtx", "Operator"], None]
+ExportFn = Callable[[ExportCtx, "Operator"], None]
 
 
 @dataclass(frozen=True)
@@ -54,25 +56,8 @@ def _scalar(ctx: ExportCtx, value: float, like: str, hint: str) -> str:
 
 # -- element-wise -------------------------------------------------------------------
 
-def _unary(onnx_op: str, **attrs_from: str) -> ExportFn:
-    """``attrs_from`` maps ONNX attribute names to fluid attribute names."""
-
-    def fn(ctx: ExportCtx, op: Operator) -> None:
-        attrs = {k: op.attr(v) for k, v in attrs_from.items()}
-        ctx.node(onnx_op, [_x(op)], [_out(op)], **attrs)
-
-    return fn
-
-
 def _square(ctx: ExportCtx, op: Operator) -> None:
     ctx.node("Mul", [_x(op), _x(op)], [_out(op)])
-
-
-def _axis_softmax(onnx_op: str) -> ExportFn:
-    def fn(ctx: ExportCtx, op: Operator) -> None:
-        ctx.node(onnx_op, [_x(op)], [_out(op)], axis=int(op.attr("axis")))
-
-    return fn
 
 
 def _aligned(ctx: ExportCtx, name: str, big_rank: int, axis: int) -> str:
@@ -89,8 +74,8 @@ def _aligned(ctx: ExportCtx, name: str, big_rank: int, axis: int) -> str:
     return ctx.node("Unsqueeze", [name, ctx.ints(axes, f"{name}.axes")])
 
 
-def _binary_node(ctx: ExportCtx, op: Operator, onnx_op: str, outputs: list[str] | None
-                 ) -> str:
+def _binary_node(ctx: ExportCtx, op: Operator, onnx_op: str, outputs: list[str] | None,
+                 **attrs: Any) -> str:
     x, y = _x(op), _x(op, "Y")
     axis = op.attr("axis") if op.has_attr("axis") else -1
     xr, yr = len(ctx.shape(x)), len(ctx.shape(y))
@@ -99,12 +84,19 @@ def _binary_node(ctx: ExportCtx, op: Operator, onnx_op: str, outputs: list[str] 
             y = _aligned(ctx, y, xr, axis)
         else:
             x = _aligned(ctx, x, yr, axis)
-    return ctx.node(onnx_op, [x, y], outputs)
+    return ctx.node(onnx_op, [x, y], outputs, **attrs)
 
 
-def _binary(onnx_op: str) -> ExportFn:
+def _from_pair(p: Pair) -> ExportFn:
+    """The exporter of a one-to-one pair: inputs, output and attributes renamed."""
+
     def fn(ctx: ExportCtx, op: Operator) -> None:
-        _binary_node(ctx, op, onnx_op, [_out(op)])
+        attrs = {a.onnx: a.convert(op.attr(a.fluid)) for a in p.attrs}
+        if p.form == "binary":
+            _binary_node(ctx, op, p.onnx, [_out(op)], **attrs)
+        else:
+            ins = op.input("X") if p.form == "variadic" else [_x(op)]
+            ctx.node(p.onnx, ins, [_out(op)], **attrs)
 
     return fn
 
@@ -145,10 +137,6 @@ def _clip(ctx: ExportCtx, op: Operator) -> None:
 
     ctx.node("Clip", [x, bound(op.attr("min"), f"{_out(op)}.min"),
                       bound(op.attr("max"), f"{_out(op)}.max")], [_out(op)])
-
-
-def _sum(ctx: ExportCtx, op: Operator) -> None:
-    ctx.node("Sum", op.input("X"), [_out(op)])
 
 
 # -- matrix products ----------------------------------------------------------------
@@ -292,10 +280,6 @@ def _reshape(ctx: ExportCtx, op: Operator) -> None:
     ctx.node("Reshape", [_x(op), ctx.ints(op.attr("shape"), f"{out}.shape")], [out])
 
 
-def _transpose(ctx: ExportCtx, op: Operator) -> None:
-    ctx.node("Transpose", [_x(op)], [_out(op)], perm=list(op.attr("axis")))
-
-
 def _squeeze(ctx: ExportCtx, op: Operator) -> None:
     out = _out(op)
     axes = list(op.attr("axes"))
@@ -310,14 +294,6 @@ def _unsqueeze(ctx: ExportCtx, op: Operator) -> None:
     marks = unsqueeze_shape([0] * rank, op.attr("axes"))  # 1 where a dim was inserted
     axes = [i for i, d in enumerate(marks) if d == 1]
     ctx.node("Unsqueeze", [_x(op), ctx.ints(axes, f"{out}.axes")], [out])
-
-
-def _flatten(ctx: ExportCtx, op: Operator) -> None:
-    ctx.node("Flatten", [_x(op)], [_out(op)], axis=int(op.attr("axis")))
-
-
-def _concat(ctx: ExportCtx, op: Operator) -> None:
-    ctx.node("Concat", op.input("X"), [_out(op)], axis=int(op.attr("axis")))
 
 
 def _split(ctx: ExportCtx, op: Operator) -> None:
@@ -366,10 +342,6 @@ def _pad(ctx: ExportCtx, op: Operator) -> None:
     elif mode == "wrap":
         ctx.needs(19, "Pad mode 'wrap'")
     ctx.node("Pad", ins, [out], mode=mode)
-
-
-def _identity(ctx: ExportCtx, op: Operator) -> None:
-    ctx.node("Identity", [_x(op)], [_out(op)])
 
 
 # -- reductions, lookups ----------------------------------------------------------------
@@ -453,46 +425,13 @@ def _fill_constant(ctx: ExportCtx, op: Operator) -> None:
     ctx.node("Identity", [ctx.const(value, f"{_out(op)}.value")], [_out(op)])
 
 
-#: fluid op type -> exporter
-EXPORTERS: dict[str, OpExport] = {
-    "relu": OpExport(_unary("Relu"), "Relu"),
-    "sigmoid": OpExport(_unary("Sigmoid"), "Sigmoid"),
-    "tanh": OpExport(_unary("Tanh"), "Tanh"),
-    "exp": OpExport(_unary("Exp"), "Exp"),
-    "log": OpExport(_unary("Log"), "Log"),
-    "sqrt": OpExport(_unary("Sqrt"), "Sqrt"),
-    "abs": OpExport(_unary("Abs"), "Abs"),
-    "floor": OpExport(_unary("Floor"), "Floor"),
-    "ceil": OpExport(_unary("Ceil"), "Ceil"),
-    "round": OpExport(_unary("Round"), "Round"),
-    "sign": OpExport(_unary("Sign"), "Sign"),
-    "sin": OpExport(_unary("Sin"), "Sin"),
-    "cos": OpExport(_unary("Cos"), "Cos"),
-    "reciprocal": OpExport(_unary("Reciprocal"), "Reciprocal"),
+#: the exporters that do more than rename: several nodes, attributes computed from
+#: shapes, checks of what ONNX cannot express
+_SPECIAL: dict[str, OpExport] = {
     "square": OpExport(_square, "Mul"),
-    "leaky_relu": OpExport(_unary("LeakyRelu", alpha="alpha"), "LeakyRelu"),
-    "softmax": OpExport(_axis_softmax("Softmax"), "Softmax"),
-    "log_softmax": OpExport(_axis_softmax("LogSoftmax"), "LogSoftmax"),
     "clip": OpExport(_clip, "Clip"),
     "scale": OpExport(_scale, "Mul, Add"),
-    "elementwise_add": OpExport(_binary("Add"), "Add"),
-    "elementwise_sub": OpExport(_binary("Sub"), "Sub"),
-    "elementwise_mul": OpExport(_binary("Mul"), "Mul"),
-    "elementwise_div": OpExport(_binary("Div"), "Div"),
-    "elementwise_pow": OpExport(_binary("Pow"), "Pow"),
-    "elementwise_max": OpExport(_binary("Max"), "Max"),
-    "elementwise_min": OpExport(_binary("Min"), "Min"),
-    "equal": OpExport(_binary("Equal"), "Equal"),
     "not_equal": OpExport(_not_equal, "Equal, Not"),
-    "less_than": OpExport(_binary("Less"), "Less"),
-    "less_equal": OpExport(_binary("LessOrEqual"), "LessOrEqual"),
-    "greater_than": OpExport(_binary("Greater"), "Greater"),
-    "greater_equal": OpExport(_binary("GreaterOrEqual"), "GreaterOrEqual"),
-    "logical_and": OpExport(_binary("And"), "And"),
-    "logical_or": OpExport(_binary("Or"), "Or"),
-    "logical_xor": OpExport(_binary("Xor"), "Xor"),
-    "logical_not": OpExport(_unary("Not"), "Not"),
-    "sum": OpExport(_sum, "Sum"),
     "mul": OpExport(_mul, "MatMul (with Reshape)"),
     "matmul": OpExport(_matmul, "MatMul (with Transpose, Mul)"),
     "conv2d": OpExport(_conv, "Conv"),
@@ -501,17 +440,13 @@ EXPORTERS: dict[str, OpExport] = {
     "batch_norm": OpExport(_batch_norm, "BatchNormalization"),
     "dropout": OpExport(_dropout, "Mul or Identity"),
     "reshape2": OpExport(_reshape, "Reshape"),
-    "transpose2": OpExport(_transpose, "Transpose"),
     "squeeze2": OpExport(_squeeze, "Squeeze"),
     "unsqueeze2": OpExport(_unsqueeze, "Unsqueeze"),
-    "flatten2": OpExport(_flatten, "Flatten"),
-    "concat": OpExport(_concat, "Concat"),
     "split": OpExport(_split, "Split"),
     "slice": OpExport(_slice, "Slice (with Squeeze)"),
     "strided_slice": OpExport(_slice, "Slice"),
     "cast": OpExport(_cast, "Cast"),
     "pad": OpExport(_pad, "Pad"),
-    "assign": OpExport(_identity, "Identity"),
     "reduce_sum": OpExport(_reduce("ReduceSum", 13), "ReduceSum"),
     "reduce_mean": OpExport(_reduce("ReduceMean", 18), "ReduceMean"),
     "reduce_max": OpExport(_reduce("ReduceMax", 18), "ReduceMax"),
@@ -519,4 +454,10 @@ EXPORTERS: dict[str, OpExport] = {
     "lookup_table": OpExport(_lookup_table, "Squeeze, Gather"),
     "arg_max": OpExport(_arg_max, "ArgMax"),
     "fill_constant": OpExport(_fill_constant, "Identity of a constant"),
+}
+
+#: fluid op type -> exporter
+EXPORTERS: dict[str, OpExport] = {
+    **{p.fluid: OpExport(_from_pair(p), p.onnx) for p in PAIRS},
+    **_SPECIAL,
 }

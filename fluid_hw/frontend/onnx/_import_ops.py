@@ -1,7 +1,9 @@
 """ONNX op type -> how its node becomes fluid ops: the import table.
 
-One entry per ONNX op type in :data:`IMPORTERS`.  A converter reads the node
-through a :class:`~.importer.NodeCtx` and appends fluid ops with ``ctx.emit``;
+One entry per ONNX op type in :data:`IMPORTERS`: one made from each one-to-one pair
+of :data:`._pairs.PAIRS` (unless the pair says otherwise), and the op-specific
+converters below.  A converter reads the node through a
+:class:`~._context.NodeCtx` and appends fluid ops with ``ctx.emit``;
 when the node uses a feature fluid-hw lacks it calls ``ctx.fail(reason)`` and the
 importer lists the node.  Attribute defaults and version differences follow the
 ONNX operator specification for opsets 11 and newer.
@@ -12,19 +14,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ...ir import dtypes
 from ...ir.registry import has_op
+from ._context import NodeCtx
 from ._dtypes import np_dtype_of, onnx_type_name
+from ._pairs import PAIRS, Pair
 from ._sizes import MAX_COMPUTED_BYTES, nbytes
 
-if TYPE_CHECKING:
-    from .importer import NodeCtx
-
-Converter = Callable[["NodeCtx"], None]
+Converter = Callable[[NodeCtx], None]
 
 _I32 = (-(2**31), 2**31 - 1)
 
@@ -69,18 +70,25 @@ def _squeeze_to_scalar(ctx: NodeCtx, var: str, out: int) -> str:
     return ctx.emit("reshape2", {"X": var}, {"shape": []}, out=out)
 
 
-# -- element-wise ----------------------------------------------------------------------
+def _from_pair(p: Pair) -> Converter:
+    """The converter of a one-to-one pair: inputs, output and attributes renamed."""
 
-def _unary(fluid: str, **fixed: Any) -> Converter:
     def conv(ctx: NodeCtx) -> None:
-        ctx.emit(fluid, {"X": ctx.var(0)}, dict(fixed), out=0)
+        ins: dict[str, Any]
+        if p.form == "variadic":
+            ins = {"X": [ctx.var(i) for i in range(ctx.count()) if ctx.has(i)]}
+        elif p.form == "binary":
+            ins = {"X": ctx.var(0), "Y": ctx.var(1)}
+        else:
+            ins = {"X": ctx.var(0)}
+        attrs = {**p.fixed, **{a.fluid: a.convert(ctx.attr(a.onnx, a.default))
+                               for a in p.attrs}}
+        ctx.emit(p.fluid, ins, attrs, out=0)
 
     return conv
 
 
-def _leaky_relu(ctx: NodeCtx) -> None:
-    ctx.emit("leaky_relu", {"X": ctx.var(0)}, {"alpha": float(ctx.attr("alpha", 0.01))}, out=0)
-
+# -- element-wise ----------------------------------------------------------------------
 
 def _neg(ctx: NodeCtx) -> None:
     ctx.emit("scale", {"X": ctx.var(0)}, {"scale": -1.0}, out=0)
@@ -179,20 +187,6 @@ def _variadic(fluid: str, mean: bool = False) -> Converter:
             acc = ctx.emit(fluid, {"X": acc, "Y": n}, {"axis": -1}, out=0 if last else None)
         if mean:
             ctx.emit("scale", {"X": acc}, {"scale": 1.0 / len(names)}, out=0)
-
-    return conv
-
-
-def _compare(fluid: str) -> Converter:
-    def conv(ctx: NodeCtx) -> None:
-        ctx.emit(fluid, {"X": ctx.var(0), "Y": ctx.var(1)}, {"axis": -1}, out=0)
-
-    return conv
-
-
-def _logical(fluid: str) -> Converter:
-    def conv(ctx: NodeCtx) -> None:
-        ctx.emit(fluid, {"X": ctx.var(0), "Y": ctx.var(1)}, out=0)
 
     return conv
 
@@ -555,11 +549,6 @@ def _transpose(ctx: NodeCtx) -> None:
     rank = ctx.rank(0)
     perm = ctx.attr("perm") or list(range(rank))[::-1]
     ctx.emit("transpose2", {"X": ctx.var(0)}, {"axis": [int(p) for p in perm]}, out=0)
-
-
-def _concat(ctx: NodeCtx) -> None:
-    names = [ctx.var(i) for i in range(ctx.count()) if ctx.has(i)]
-    ctx.emit("concat", {"X": names}, {"axis": int(ctx.attr("axis"))}, out=0)
 
 
 def _split(ctx: NodeCtx) -> None:
@@ -1014,25 +1003,11 @@ def _stack(ctx: NodeCtx, parts: list[str], axis: int, out: int | None) -> str:
     return ctx.emit("concat", {"X": ups}, {"axis": axis}, out=out)
 
 
-#: ONNX op type -> converter (ops whose inputs are all constant are folded instead)
-IMPORTERS: dict[str, OpImport] = {
+#: the converters that do more than rename (ops whose inputs are all constant are
+#: folded instead)
+_SPECIAL: dict[str, OpImport] = {
     # element-wise
-    "Relu": OpImport(_unary("relu"), "relu"),
-    "LeakyRelu": OpImport(_leaky_relu, "leaky_relu"),
-    "Sigmoid": OpImport(_unary("sigmoid"), "sigmoid"),
-    "Tanh": OpImport(_unary("tanh"), "tanh"),
-    "Exp": OpImport(_unary("exp"), "exp"),
-    "Log": OpImport(_unary("log"), "log"),
-    "Sqrt": OpImport(_unary("sqrt"), "sqrt"),
-    "Abs": OpImport(_unary("abs"), "abs"),
     "Neg": OpImport(_neg, "scale(-1)"),
-    "Floor": OpImport(_unary("floor"), "floor"),
-    "Ceil": OpImport(_unary("ceil"), "ceil"),
-    "Round": OpImport(_unary("round"), "round"),
-    "Sign": OpImport(_unary("sign"), "sign"),
-    "Sin": OpImport(_unary("sin"), "sin"),
-    "Cos": OpImport(_unary("cos"), "cos"),
-    "Reciprocal": OpImport(_unary("reciprocal"), "reciprocal"),
     "Softmax": OpImport(_softmax("softmax"), "softmax"),
     "LogSoftmax": OpImport(_softmax("log_softmax"), "log_softmax"),
     "Clip": OpImport(_clip, "clip, or elementwise_max/min"),
@@ -1045,15 +1020,6 @@ IMPORTERS: dict[str, OpImport] = {
     "Min": OpImport(_variadic("elementwise_min"), "elementwise_min"),
     "Sum": OpImport(_variadic("elementwise_add"), "elementwise_add"),
     "Mean": OpImport(_variadic("elementwise_add", mean=True), "elementwise_add, scale"),
-    "Equal": OpImport(_compare("equal"), "equal"),
-    "Less": OpImport(_compare("less_than"), "less_than"),
-    "LessOrEqual": OpImport(_compare("less_equal"), "less_equal"),
-    "Greater": OpImport(_compare("greater_than"), "greater_than"),
-    "GreaterOrEqual": OpImport(_compare("greater_equal"), "greater_equal"),
-    "And": OpImport(_logical("logical_and"), "logical_and"),
-    "Or": OpImport(_logical("logical_or"), "logical_or"),
-    "Xor": OpImport(_logical("logical_xor"), "logical_xor"),
-    "Not": OpImport(_unary("logical_not"), "logical_not"),
     # matrix products
     "Gemm": OpImport(_gemm, "mul (constant B) or matmul, elementwise_add"),
     "MatMul": OpImport(_matmul, "mul (constant 2-D B) or matmul"),
@@ -1069,7 +1035,6 @@ IMPORTERS: dict[str, OpImport] = {
     "Flatten": OpImport(_flatten, "flatten2"),
     "Reshape": OpImport(_reshape, "reshape2", (1,)),
     "Transpose": OpImport(_transpose, "transpose2"),
-    "Concat": OpImport(_concat, "concat"),
     "Split": OpImport(_split, "split", (1,)),
     "Slice": OpImport(_slice, "slice, or strided_slice", (1, 2, 3, 4)),
     "Squeeze": OpImport(_squeeze, "squeeze2", (1,)),
@@ -1087,4 +1052,10 @@ IMPORTERS: dict[str, OpImport] = {
     "LSTM": OpImport(_recurrent, "sequence_unpad, mul, lstm, sequence_pad/pool",
                      (1, 2, 3, 7)),
     "GRU": OpImport(_recurrent, "sequence_unpad, mul, gru, sequence_pad/pool", (1, 2, 3)),
+}
+
+#: ONNX op type -> converter
+IMPORTERS: dict[str, OpImport] = {
+    **{p.onnx: OpImport(_from_pair(p), p.fluid) for p in PAIRS if p.imports},
+    **_SPECIAL,
 }

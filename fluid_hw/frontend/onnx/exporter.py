@@ -18,9 +18,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-import numpy as np
 import onnx
 import onnx.checker
 import onnx.defs
@@ -28,13 +27,13 @@ import onnx.helper
 import onnx.numpy_helper
 import onnx.shape_inference
 
-from ...errors import FluidError, FormatError, UnknownOpError, VerifyError
+from ...errors import FluidError, UnknownOpError, VerifyError
 from ...ir import dtypes
-from ...ir.lod import LoDTensor
-from ...ir.program import Operator, Program, Variable
+from ...ir.program import Program, Variable
 from ...ir.prune import prune
 from ...ir.scope import Scope, global_scope
 from ..io import atomic_write
+from ._context import TYPE_STRS, ExportCtx, allowed
 from ._dtypes import onnx_type_of
 from ._export_ops import EXPORTERS
 from ._values import Unsupported
@@ -42,122 +41,6 @@ from ._values import Unsupported
 #: default-domain opset of exported models (widely supported by runtimes and viewers)
 EXPORT_OPSET = 17
 MIN_EXPORT_OPSET = 13
-
-
-class ExportCtx:
-    """What an op exporter sees: the program's variables and ways to add ONNX nodes."""
-
-    def __init__(self, program: Program, scope: Scope, opset: int) -> None:
-        self.program = program
-        self.block = program.global_block()
-        self.scope = scope
-        self.opset = opset
-        self.nodes: list[onnx.NodeProto] = []
-        self.initializers: dict[str, onnx.TensorProto] = {}
-        self.taken: set[str] = set(self.block.vars)
-        self.op: Operator | None = None
-        self.label = ""  # the op being exported, for messages
-        #: for each node, the op it was written for
-        self.origins: list[str] = []
-        #: the lowest opset that allows what the ops asked for (see :meth:`needs`)
-        self.wanted = opset
-
-    # -- program side --------------------------------------------------------------
-    def var(self, name: str) -> Variable:
-        return self.block.var(name)
-
-    def shape(self, name: str) -> list[int]:
-        return list(self.var(name).shape)
-
-    def np_dtype(self, name: str) -> np.dtype:
-        return dtypes.to_numpy(self.var(name).dtype)
-
-    def value(self, name: str) -> np.ndarray | None:
-        """The value of a persistable variable (a parameter), None for computed ones."""
-        if not self.var(name).persistable:
-            return None
-        v = self.scope.find_value(name)
-        if v is None:
-            raise FormatError(f"export: parameter {name!r} has no value in the scope; run the "
-                              "startup program (or load the parameters) first, or pass "
-                              "scope=...")
-        return np.asarray(v.data if isinstance(v, LoDTensor) else v)
-
-    def fail(self, reason: str) -> NoReturn:
-        raise Unsupported(reason)
-
-    def needs(self, version: int, what: str) -> None:
-        """``what`` exists from opset ``version`` on: fails below it (and remembers it,
-        so an export whose opset was not fixed moves there)."""
-        if self.opset < version:
-            self.wanted = max(self.wanted, version)
-            self.fail(f"{what} needs opset >= {version}; export with opset={version}, or "
-                      "leave the opset unset to let the exporter choose")
-
-    def allows(self, op_type: str, elem_type: int, input: int = 0) -> bool:
-        """ONNX ``op_type`` at the export opset takes ``elem_type`` as input ``input``."""
-        return _allowed(op_type, self.opset, input, elem_type) is not False
-
-    # -- ONNX side ----------------------------------------------------------------------
-    def fresh(self, hint: str) -> str:
-        name, k = hint, 1
-        while name in self.taken:
-            name = f"{hint}.{k}"
-            k += 1
-        self.taken.add(name)
-        return name
-
-    def input(self, name: str) -> str:
-        """A program variable used as a node input (parameters become initializers)."""
-        if name not in self.initializers:
-            v = self.value(name)
-            if v is not None:
-                self.initializers[name] = onnx.numpy_helper.from_array(v, name)
-        return name
-
-    def const(self, array: Any, hint: str) -> str:
-        """A new initializer holding ``array``."""
-        name = self.fresh(hint)
-        self.initializers[name] = onnx.numpy_helper.from_array(np.asarray(array), name)
-        return name
-
-    def ints(self, values: Sequence[int], hint: str) -> str:
-        return self.const(np.array(list(values), dtype=np.int64), hint)
-
-    def node(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str] | None = None,
-             **attrs: Any) -> str:
-        """Append a node; returns its (first) output, a new name unless given."""
-        assert self.op is not None
-        outs = list(outputs) if outputs is not None else [self.fresh(
-            f"{self.op.output_arg_names[0] if self.op.output_arg_names else 'tmp'}.{op_type}")]
-        ins = [self.input(n) if n and self.block.has_var(n) else n for n in inputs]
-        name = self.fresh(f"{op_type}_{len(self.nodes)}")
-        self.nodes.append(onnx.helper.make_node(op_type, ins, outs, name=name, **attrs))
-        self.origins.append(self.label)
-        return outs[0]
-
-
-#: ONNX element type -> its name in schema type constraints, for the types fluid-hw holds
-_TYPE_STRS = {1: "float", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64",
-              9: "bool", 10: "float16", 11: "double"}
-
-
-def _allowed(op_type: str, opset: int, index: int, elem_type: int) -> bool | None:
-    """Whether input ``index`` of ``op_type`` at ``opset`` takes ``elem_type`` (None when
-    the schema or the type is unknown)."""
-    try:
-        schema = onnx.defs.get_schema(op_type, opset, "")
-    except onnx.defs.SchemaError:
-        return None
-    if not schema.inputs or elem_type not in _TYPE_STRS:
-        return None
-    formal = schema.inputs[min(index, len(schema.inputs) - 1)]
-    if index >= len(schema.inputs) and \
-            formal.option != onnx.defs.OpSchema.FormalParameterOption.Variadic:
-        return None
-    allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
-    return f"tensor({_TYPE_STRS[elem_type]})" in allowed.get(formal.type_str,
-                                                            {formal.type_str})
 
 
 def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
@@ -181,15 +64,15 @@ def _type_problems(model: onnx.ModelProto, origins: list[str], opset: int
     for node, origin in zip(model.graph.node, origins):
         for i, name in enumerate(node.input):
             et = types.get(name)
-            if not name or et is None or _allowed(node.op_type, opset, i, et) is not False:
+            if not name or et is None or allowed(node.op_type, opset, i, et) is not False:
                 continue
             since = next((v for v in range(opset + 1, newest + 1)
-                          if _allowed(node.op_type, v, i, et)), None)
+                          if allowed(node.op_type, v, i, et)), None)
             fix = (f"opset {since} allows it: export with opset={since}, or leave the opset "
                    "unset to let the exporter choose" if since else
                    f"no opset up to {newest} allows it")
             problems.append(f"{origin}: ONNX {node.op_type} at opset {opset} does not take "
-                            f"{_TYPE_STRS.get(et, et)} as input #{i} ({name!r}); {fix}")
+                            f"{TYPE_STRS.get(et, et)} as input #{i} ({name!r}); {fix}")
             if since:
                 wanted = max(wanted, since)
     return problems, wanted

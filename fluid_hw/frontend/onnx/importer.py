@@ -16,7 +16,7 @@ import os
 import re
 import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -24,10 +24,10 @@ import onnx.helper
 import onnx.numpy_helper
 
 from ...errors import FluidError, FormatError, UnknownOpError
-from ...ir import dtypes
 from ...ir.program import Program, Variable
 from ...ir.scope import Scope, scope_guard
 from ...ir.verifier import verify_program
+from ._context import NodeCtx, fresh
 from ._dtypes import np_dtype_of, onnx_type_name, onnx_type_of
 from ._import_ops import IMPORTERS
 from ._model import DEFAULT_DOMAINS, ReadModel, read_model
@@ -175,13 +175,7 @@ class Importer:
     # -- names and constants ---------------------------------------------------------
     def fresh(self, hint: str) -> str:
         """An unused variable name close to ``hint``."""
-        base = sanitize(hint)
-        name, k = base, 1
-        while name in self.taken:
-            name = f"{base}.{k}"
-            k += 1
-        self.taken.add(name)
-        return name
+        return fresh(self.taken, sanitize(hint))
 
     def materialize(self, c: Const) -> str:
         """The persistable variable holding a constant (created on first use)."""
@@ -408,165 +402,6 @@ class Importer:
                 return list(ev.run(None, feeds))
         except Exception:  # an op the reference evaluator lacks, or bad constants:
             return None  # the node is converted (or reported) instead
-
-
-class NodeCtx:
-    """What an op converter sees: one ONNX node, its inputs, and ways to emit fluid ops."""
-
-    def __init__(self, imp: Importer, node: onnx.NodeProto, ins: list[Value | None],
-                 attrs: dict[str, Any], opset: int) -> None:
-        self.imp = imp
-        self.node = node
-        self.ins = ins
-        self.attrs = attrs
-        self.opset = opset
-
-    # -- attributes and inputs ----------------------------------------------------------
-    @property
-    def op_type(self) -> str:
-        return self.node.op_type
-
-    def attr(self, name: str, default: Any = None) -> Any:
-        return self.attrs.get(name, default)
-
-    def fail(self, reason: str) -> NoReturn:
-        raise Unsupported(reason)
-
-    def has(self, i: int) -> bool:
-        """Input ``i`` is given (not omitted, not the empty name)."""
-        return i < len(self.ins) and self.ins[i] is not None
-
-    def count(self) -> int:
-        return len(self.ins)
-
-    def const(self, i: int) -> np.ndarray | None:
-        """Input ``i``'s value when known at import time."""
-        v = self.ins[i] if i < len(self.ins) else None
-        if isinstance(v, Const):
-            return v.array
-        if isinstance(v, Sym):
-            return v.known()
-        return None
-
-    def need_const(self, i: int, what: str) -> np.ndarray:
-        c = self.const(i)
-        if c is None:
-            name = self.node.input[i]
-            if name in self.imp.feed_onnx_names:
-                self.fail(f"{what} (input #{i}) must be known at import time, but it is the "
-                          f"graph input {name!r}; pass its value with "
-                          f"load(..., constants={{{name!r}: ...}})")
-            self.fail(f"{what} (input #{i}) must be known at import time; here it is "
-                      "computed by the graph")
-        return c
-
-    def ints(self, i: int, what: str) -> list[int]:
-        """Input ``i`` as a list of ints: it must be an integer tensor known at import time."""
-        c = self.need_const(i, what)
-        if c.dtype.kind not in "iu":
-            self.fail(f"{what} (input #{i}, {self.node.input[i]!r}) is a {c.dtype} tensor; "
-                      f"{self.op_type} takes it as int64 (int32 for some inputs): fix the "
-                      "exporter or the model")
-        return [int(v) for v in c.reshape(-1)]
-
-    def shape_values(self, i: int, what: str) -> list[Dim]:
-        """A shape-like input: ints, with symbols for run-time dims."""
-        v = self.ins[i]
-        if isinstance(v, Sym):
-            return list(v.dims)
-        return list(self.ints(i, what))
-
-    def var(self, i: int) -> str:
-        """Input ``i`` as a fluid variable (constants become persistable variables)."""
-        v = self.ins[i]
-        if isinstance(v, str):
-            return v
-        if isinstance(v, Const):
-            return self.imp.materialize(v)
-        if isinstance(v, Sym):
-            self.fail(f"input #{i} is computed from the run-time shape of a tensor "
-                      f"({list(v.dims)}); fluid-hw has no shape op. Export the model with "
-                      "static shapes")
-        self.fail(f"input #{i} is missing")
-
-    def shape(self, i: int) -> list[int]:
-        v = self.ins[i]
-        if isinstance(v, Const):
-            return list(v.array.shape)
-        if isinstance(v, Sym):
-            return [] if v.scalar else [len(v.dims)]
-        return list(self.imp.block.var(self.var(i)).shape)
-
-    def dims(self, i: int) -> list[Dim]:
-        """Input ``i``'s dims with symbols for the unknown ones."""
-        v = self.ins[i]
-        if isinstance(v, str):
-            return self.imp.sym_dims(self.node.input[i], v)
-        return list(self.shape(i))
-
-    def rank(self, i: int) -> int:
-        return len(self.shape(i))
-
-    def dtype(self, i: int) -> np.dtype:
-        v = self.ins[i]
-        if isinstance(v, Const):
-            return v.array.dtype
-        if isinstance(v, Sym):
-            return np.dtype(np.int64)
-        return dtypes.to_numpy(self.imp.block.var(self.var(i)).dtype)
-
-    # -- outputs ---------------------------------------------------------------------------
-    def wants(self, j: int) -> bool:
-        """Output ``j`` is used (present and named)."""
-        return j < len(self.node.output) and bool(self.node.output[j])
-
-    def out_count(self) -> int:
-        return len(self.node.output)
-
-    def new_var(self, out: int | None = None, hint: str = "tmp") -> str:
-        """A new program variable: named after ONNX output ``out`` (and bound to it), or a
-        temporary."""
-        base = self.node.output[out] if out is not None else f"{self.node.output[0]}.{hint}"
-        name = self.imp.fresh(base)
-        self.imp.block.create_var(name=name)
-        if out is not None:
-            self.bind(out, name)
-        return name
-
-    def bind(self, j: int, value: str | np.ndarray) -> None:
-        """ONNX output ``j`` is this variable (or constant)."""
-        name = self.node.output[j]
-        self.imp.values[name] = (Const(value, name) if isinstance(value, np.ndarray)
-                                 else value)
-
-    def alias(self, j: int, var: str) -> None:
-        """Output ``j`` equals ``var``: bound directly, or copied when it is a graph output
-        (so the output keeps its own name)."""
-        if self.node.output[j] in self.imp.graph_outputs:
-            self.emit("assign", {"X": var}, out=j)
-        else:
-            self.bind(j, var)
-
-    def param(self, array: np.ndarray, hint: str, source: int | None = None) -> str:
-        """A new persistable variable holding ``array``: derived from input ``source``
-        (named after it, a weight when that is an initializer), or from nothing."""
-        src = self.ins[source] if source is not None else None
-        if isinstance(src, Const):
-            return self.imp.materialize(Const(np.asarray(array), f"{src.hint}.{hint}",
-                                              initializer=src.initializer))
-        return self.imp.materialize(Const(np.asarray(array), f"{self.node.output[0]}.{hint}"))
-
-    def emit(self, type: str, inputs: dict[str, Any], attrs: dict[str, Any] | None = None,
-             out: int | None = None, slot: str = "Out", hint: str | None = None) -> str:
-        """Append one fluid op with a single output; returns the output variable."""
-        name = self.new_var(out, hint or type)
-        self.imp.block.append_op(type, inputs, {slot: [name]}, attrs or {})
-        return name
-
-    def emit_op(self, type: str, inputs: dict[str, Any], outputs: dict[str, list[str]],
-                attrs: dict[str, Any] | None = None) -> None:
-        """Append one fluid op whose output variables exist already (see :meth:`new_var`)."""
-        self.imp.block.append_op(type, inputs, outputs, attrs or {})
 
 
 def load(model: Any, constants: dict[str, Any] | None = None) -> OnnxModel:
