@@ -20,7 +20,6 @@ host program (dequantising, softmax, arg_max...).  What a build folder holds for
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,11 +29,20 @@ import numpy as np
 
 from ..backends.cpu import Executor
 from ..errors import FluidError
+from ..fileio import read_npz
 from ..ir.program import Program
 from ..ir.scope import Scope
 from . import sim as _sim  # noqa: F401  (registers the "sim" transport)
-from .host_side import feed_dict, read_host_params, read_host_program
-from .regions import SEGMENTS, RegionedAccelerator
+from .build_dir import (
+    BuildDir,
+    BuildDirError,
+    _image_check,
+    _savez_bytes,
+    atomic_write_file,
+    read_param_image,
+)
+from .host_side import feed_dict, read_host_program
+from .regions import RegionedAccelerator
 from .transport import DriverError, ParamImage, StreamResult, Transport, get_transport
 
 __all__ = ["Accelerator", "HostInfo", "RunRecord", "load_param_image", "save_param_image",
@@ -45,29 +53,32 @@ CONTROL_ENABLE, CONTROL_CLEAR = 0b001, 0b100
 
 
 def save_param_image(path: str | os.PathLike[str], image: ParamImage) -> None:
-    """Write a runtime parameter image (``(base, words)`` segments) as ``.npz``."""
+    """Write a runtime parameter image (``(base, words)`` segments) as ``.npz``
+    (atomically: a per-process temporary renamed over ``path``)."""
     bases = np.array([b for b, _ in image], np.int64)
     lengths = np.array([len(w) for _, w in image], np.int64)
     words = np.concatenate([np.asarray(w, np.uint32) for _, w in image]) if len(image) \
         else np.zeros(0, np.uint32)
-    tmp = Path(f"{path}.tmp.npz")
-    np.savez(tmp, bases=bases, lengths=lengths, words=words)
-    os.replace(tmp, path)
+    atomic_write_file(path, _savez_bytes({"bases": bases, "lengths": lengths,
+                                          "words": words}))
 
 
 def load_param_image(path: str | os.PathLike[str]) -> list[tuple[int, np.ndarray]]:
-    """Read an image written by :func:`save_param_image`."""
+    """Read an image written by :func:`save_param_image` (bounded, validated: int64
+    bases and lengths, uint32 words, lengths that add up)."""
+    p = Path(path)
+
+    def bad(detail: str) -> DriverError:
+        return DriverError(f"{p}: not a parameter image ({detail}); recompile with "
+                           "--weights runtime")
     try:
-        with np.load(path, allow_pickle=False) as z:
-            bases, lengths, words = z["bases"], z["lengths"], z["words"]
-    except (OSError, ValueError, KeyError) as e:
-        raise DriverError(f"{path}: not a parameter image ({e}); recompile with "
-                          "--weights runtime") from None
-    out, pos = [], 0
-    for b, n in zip(bases.tolist(), lengths.tolist()):
-        out.append((int(b), words[pos:pos + n].astype(np.uint32)))
-        pos += n
-    return out
+        z = read_npz(p, kind="params", names=("bases", "lengths", "words"),
+                     check=_image_check(p))
+    except BuildDirError:
+        raise
+    except FluidError as e:
+        raise bad(str(e)) from None
+    return read_param_image(p, z, bad)
 
 
 @dataclass(frozen=True)
@@ -87,17 +98,9 @@ class HostInfo:
 
     @classmethod
     def read(cls, path: Path) -> HostInfo:
-        try:
-            d = json.loads(path.read_text())
-            return cls(list(d["feeds"]), list(d["fetches"]), d["hw_input"], d["hw_output"],
-                       np.asarray(d["in_perm"], np.int64), np.asarray(d["out_perm"], np.int64),
-                       tuple(d["in_shape"]), tuple(d["out_shape"]), d["weights"],
-                       d["design_hash"])
-        except FileNotFoundError:
-            raise DriverError(f"{path}: not found; is {path.parent.parent} a build folder "
-                              "made by `fluid-hw compile`?") from None
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise DriverError(f"{path}: malformed ({e!r}); recompile the model") from None
+        """``BUILD/host/host.json`` (through :meth:`BuildDir.host`: checked against the
+        build's manifest, its fields validated)."""
+        return cls(**vars(BuildDir(path.parent.parent).host()))
 
 
 @dataclass(frozen=True)
@@ -136,13 +139,14 @@ class Accelerator:
         d = Path(build_dir)
         if not d.is_dir():
             raise DriverError(f"{d}: no such build folder; make one with `fluid-hw compile`")
-        if (d / SEGMENTS).exists():  # several accelerator regions: same API
+        bd = BuildDir(d)
+        if bd.is_regioned:  # several accelerator regions: same API
             return RegionedAccelerator.open(d, transport, load_weights=load_weights,  # type: ignore[return-value]
                                             check=check, **options)
-        host = HostInfo.read(d / "host" / "host.json")
+        host = HostInfo(**vars(bd.host()))  # the folder checked against its manifest
         programs = {part: read_host_program(d / "host" / f"{part}.pb")
                     for part in ("pre", "post")}
-        params = read_host_params(d / "host" / "params.npz")
+        params = bd.host_params()
         t = transport if isinstance(transport, Transport) else \
             get_transport(transport, d, **options)
         acc = cls(d, t, host, programs, params)
@@ -183,7 +187,7 @@ class Accelerator:
             raise DriverError(f"{self.build_dir} has constant weights built into the design; "
                               "compile with --weights runtime to load weights")
         if image is None:
-            image = self.build_dir / "weights.npz"
+            image = BuildDir(self.build_dir).weights()
         if isinstance(image, str | os.PathLike):
             image = load_param_image(image)
         return self.transport.load_params(image)

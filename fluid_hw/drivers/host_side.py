@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import FluidError
+from ..fileio import read_file, read_npz
 from ..ir import dtypes
 from ..ir.program import Program
 from .transport import DriverError
@@ -17,11 +19,15 @@ __all__ = ["read_host_program", "read_host_params", "feed_dict"]
 
 
 def read_host_program(path: Path) -> Program:
-    """A host program of a build (``host/*.pb``)."""
+    """A host program of a build (``host/*.pb``; bounded read, inside the build folder)."""
     try:
-        return Program.parse_from_string(path.read_bytes(), source=str(path))
-    except FileNotFoundError:
-        raise DriverError(f"{path}: not found; recompile the model") from None
+        data = read_file(path, kind="program", root=path.parent.parent)
+    except FluidError as e:
+        raise DriverError(f"{str(e).removesuffix('.')}; recompile the model") from None
+    try:
+        return Program.parse_from_string(data, source=str(path))
+    except FluidError as e:
+        raise DriverError(f"{path}: not a host program ({e}); recompile the model") from None
 
 
 def read_host_params(path: Path) -> dict[str, np.ndarray]:
@@ -29,9 +35,8 @@ def read_host_params(path: Path) -> dict[str, np.ndarray]:
     if not path.exists():
         return {}
     try:
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
-    except (OSError, ValueError) as e:
+        return read_npz(path, kind="params", root=path.parent.parent)
+    except FluidError as e:
         raise DriverError(f"{path}: unreadable ({e}); recompile the model") from None
 
 

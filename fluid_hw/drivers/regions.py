@@ -17,7 +17,6 @@ region's transport selects its region address on the bitstream's one UART bridge
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -29,12 +28,13 @@ from ..backends.cpu import Executor
 from ..errors import FluidError
 from ..ir.program import Program
 from ..ir.scope import Scope
-from .host_side import feed_dict, read_host_params, read_host_program
+from .build_dir import NAMES, BuildDir
+from .host_side import feed_dict, read_host_program
 from .transport import DriverError, ParamImage, Transport
 
 __all__ = ["RegionedAccelerator", "SEGMENTS", "register_region_opener"]
 
-SEGMENTS = "segments.json"
+SEGMENTS = NAMES["segments"]
 
 #: transport name -> opener(build_dir, region_dirs, **options) -> one transport per region
 _REGION_OPENERS: dict[str, Callable[..., list[Transport]]] = {}
@@ -70,22 +70,16 @@ class RegionedAccelerator:
         from .accelerator import Accelerator
 
         d = Path(build_dir)
-        path = d / SEGMENTS
-        try:
-            doc = json.loads(path.read_text())
-            regions_doc = doc["regions"]
-            host_files = [d / h for h in doc["host"]]
-            if len(host_files) != len(regions_doc) + 1:
-                raise ValueError(f"{len(host_files)} host programs for {len(regions_doc)} "
-                                 "regions")
-        except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
-            raise DriverError(f"{path}: malformed ({e!r}); recompile the model") from None
+        bd = BuildDir(d)
+        doc = bd.segments()  # the folder checked against its manifest, the file's fields
+        regions_doc = doc["regions"]
+        host_files = [d / h for h in doc["host"]]
         if isinstance(transport, Transport):
             raise DriverError(f"{d} has {len(regions_doc)} accelerator regions, each its own "
                               "accelerator: give the transport by name (e.g. 'sim'), one is "
                               "opened per region")
         host = [read_host_program(p) for p in host_files]
-        params = read_host_params(d / "host" / "params.npz")
+        params = bd.host_params()
         dirs = [d / r["dir"] for r in regions_doc]
         opener = _REGION_OPENERS.get(transport)
         links: list[Any] = opener(d, dirs, **options) if opener else [transport] * len(dirs)

@@ -27,13 +27,13 @@ before it talks; the bytes and packets are :mod:`.serial_link`'s.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .build_dir import BuildDir
 from .regions import register_region_opener
 from .serial_link import (
     CMD_READ,
@@ -59,21 +59,14 @@ MAX_BURST = 0xFFFF
 
 
 def _read_design(d: Path) -> dict[str, Any]:
-    design = d / "design.json"
-    if not design.is_file():
-        raise DriverError(f"{design}: not found; is {d} a build folder? Make one with "
-                          "`fluid-hw compile MODEL --out BUILD_DIR`")
-    try:
-        return dict(json.loads(design.read_text()))
-    except json.JSONDecodeError as e:
-        raise DriverError(f"{design}: not valid JSON ({e}); recompile the model") from None
+    return BuildDir(d).design()
 
 
 def _report_baud(d: Path) -> int | None:
     try:
-        rep = json.loads((d / "report.json").read_text())
+        rep = BuildDir(d).report()
         return int(rep["bitstream"]["uart"]["baud"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (DriverError, ValueError, KeyError, TypeError):
         return None
 
 

@@ -9,7 +9,6 @@ compiler or the tests is reused.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -20,24 +19,17 @@ from fluid_hw.sim._tools import BuildError
 from fluid_hw.sim.build import HarnessBuild, build_harness_verilog
 from fluid_hw.sim.harness import Harness
 
+from .build_dir import BuildDir
 from .transport import DriverError, ParamImage, StreamResult, Transport, register_transport
 
 __all__ = ["SimTransport", "harness_build", "read_design"]
 
 
 def read_design(build_dir: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
-    """``accelerator.v`` and ``design.json`` of a build folder."""
-    d = Path(build_dir)
-    files = (d / "accelerator.v", d / "design.json")
-    for f in files:
-        if not f.is_file():
-            raise DriverError(f"{f}: not found; is {d} a build folder? Make one with "
-                              "`fluid-hw compile MODEL --out BUILD_DIR`")
-    try:
-        info = json.loads(files[1].read_text())
-    except json.JSONDecodeError as e:
-        raise DriverError(f"{files[1]}: not valid JSON ({e}); recompile the model") from None
-    return files[0].read_text(), info
+    """``accelerator.v`` and ``design.json`` of a build folder (checked against its
+    manifest: :class:`~.build_dir.BuildDir`)."""
+    bd = BuildDir(build_dir)
+    return bd.verilog(), bd.design()
 
 
 def harness_build(verilog: str, info: dict[str, Any], trace: str | None = None

@@ -22,6 +22,7 @@ from fluid_hw.drivers import (
     save_param_image,
     transport_names,
 )
+from fluid_hw.drivers.build_dir import BuildDir
 from fluid_hw.errors import UnknownNameError
 from tests.backends.fpga._programs import Arch, build, golden, inputs, random_values
 
@@ -118,6 +119,12 @@ def test_run_counters_and_design_check(tmp_path):
     host = json.loads((other / "host" / "host.json").read_text())
     host["design_hash"] = "0" * 64
     (other / "host" / "host.json").write_text(json.dumps(host))
+    # the edit is caught by the build's manifest first ...
+    with pytest.raises(DriverError, match=r"host.json: is \d+ bytes, but the build wrote "
+                                          r"\d+.*recompile"):
+        Accelerator.open(other)
+    # ... and a consistent folder for another design by the hardware's DESIGN_HASH
+    BuildDir(other).write_manifest("compile")
     with pytest.raises(DriverError, match=r"runs design 0x.*compiled for 0x00000000"):
         Accelerator.open(other)
 

@@ -60,6 +60,7 @@ from ...boards import (
     get_board,
 )
 from ...boards.toolchain import RESULT_FILE, BitstreamResult, print_progress, synthesize
+from ...drivers.build_dir import REPORT_KEYS, BuildDir, BuildDirError
 from ...errors import UnknownNameError
 from ...hls.autofold import device_estimate, specs_from_design
 from ...hls.lower import mac_count
@@ -68,7 +69,6 @@ from ...rtl.uart_bridge import UartBridge
 from ...sim._tools import cache_dir, ensure_yosys, verilator_version
 from ...sim.build import VERILATOR_FLAGS, build_lock, sim_cells, verilate
 from .compile import DEFAULT_CLOCK_MHZ
-from .report import read_report, update_report
 from .steps import BuildError
 
 __all__ = ["DEFAULT_BAUD", "DEFAULT_CLOCK_MHZ", "BITSTREAM_KEYS", "BuildFolder", "read_build",
@@ -81,9 +81,7 @@ DEFAULT_BAUD = 3_000_000
 #: a half-received command is dropped after this long without a byte
 IDLE_TIMEOUT_S = 0.02
 #: report.json keys this step writes
-BITSTREAM_KEYS = ("fmax_mhz", "timing_met", "critical_path", "resources_used",
-                  "resources_available", "throughput_per_s", "latency_us",
-                  "resources_estimate_vs_actual", "bitstream")
+BITSTREAM_KEYS = REPORT_KEYS["bitstream"]
 
 Progress = Callable[[str], None] | None
 
@@ -125,20 +123,19 @@ class BuildFolder:
 
 
 def read_build(build_dir: str | os.PathLike[str]) -> BuildFolder:
+    """A single-region build folder, checked against its manifest."""
     d = Path(build_dir)
     if not d.is_dir():
         raise BuildError(f"build folder {d} does not exist; make one with `fluid-hw compile "
                          "MODEL --out BUILD_DIR`")
-    verilog, design = d / "accelerator.v", d / "design.json"
-    for f in (verilog, design):
-        if not f.is_file():
-            raise BuildError(f"{f}: not found; is {d} a build folder made by `fluid-hw "
-                             "compile`? Recompile into it")
+    bd = BuildDir(d)
     try:
-        info = json.loads(design.read_text())
-    except json.JSONDecodeError as e:
-        raise BuildError(f"{design}: not valid JSON ({e}); recompile") from None
-    return BuildFolder(d, verilog, info, read_report(d))
+        info = bd.design()
+        bd.verilog()  # present, whole and this build's (synthesis reads the file)
+        report = bd.report()
+    except BuildDirError as e:
+        raise BuildError(str(e)) from None
+    return BuildFolder(d, bd.file("verilog"), info, report)
 
 
 def resolve_board(build: BuildFolder, board: str | Board | None) -> Board:
@@ -262,7 +259,22 @@ def bitstream(build_dir: str | os.PathLike[str], *, board: str | Board | None = 
     bitstream holding all of them (:mod:`.bitstream_regions`)."""
     flow = dict(seed=seed, placer=placer, nextpnr_args=nextpnr_args,
                 check_resources=check_resources, progress=progress, timeout_s=timeout_s)
-    if (Path(build_dir) / "segments.json").exists():
+    bd = BuildDir(build_dir)
+    if not bd.path.is_dir():
+        raise BuildError(f"build folder {bd.path} does not exist; make one with `fluid-hw "
+                         "compile MODEL --out BUILD_DIR`")
+    with bd.writing("bitstream"):
+        try:
+            bd.verify(force=True)
+        except BuildDirError as e:
+            raise BuildError(str(e)) from None
+        return _bitstream(bd, board, clock_mhz, baud, flow)
+
+
+def _bitstream(bd: BuildDir, board: str | Board | None, clock_mhz: float | None,
+               baud: float, flow: dict[str, Any]) -> dict[str, Any]:
+    build_dir = bd.path
+    if bd.is_regioned:
         from .bitstream_regions import bitstream_regions
 
         return bitstream_regions(build_dir, board=board, clock_mhz=clock_mhz, baud=baud,
@@ -271,8 +283,8 @@ def bitstream(build_dir: str | os.PathLike[str], *, board: str | Board | None = 
     b = resolve_board(build, board)
     clock = float(clock_mhz) if clock_mhz is not None else _default_clock(build, b)
     est = estimate_on(build, b)
-    say_estimate(progress, b, est)
-    if check_resources:
+    say_estimate(flow["progress"], b, est)
+    if flow["check_resources"]:
         _check_estimate(build, b, est)
     top = accelerator_board_top(build, b, clock_mhz=clock, baud=baud)
     return build_and_report(build.path, top, build.report, build.specs(), est,
@@ -297,10 +309,10 @@ def build_and_report(path: Path, top: AcceleratorBoardTop, report: Mapping[str, 
     final = path / f"accelerator{res.bitstream.suffix}"
     os.replace(res.bitstream, final)
     res.bitstream = final
-    res.write(path / RESULT_FILE)
+    BuildDir(path).write_json(RESULT_FILE, res.to_json())  # bitstream.json, atomic
     keys = _report_keys(report, specs, res, est, uart, top, time.monotonic() - t0)
     keys["bitstream"].update(extra or {})
-    update_report(path, keys)
+    BuildDir(path).update_report("bitstream", keys)
     if not res.timing_met:
         cp = res.critical_path
         _say(progress, f"WARNING: timing NOT met: Fmax {res.fmax_mhz} MHz < "

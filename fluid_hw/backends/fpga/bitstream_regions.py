@@ -27,7 +27,6 @@ are the single-region ones (:mod:`.bitstream`) over all regions at once:
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import Any
 
 from ...boards import Board, ResourceBudgetError
 from ...boards.toolchain import print_progress
+from ...drivers.build_dir import BuildDir, BuildDirError
 from ...hls.autofold import bridge_estimate
 from ...rtl.uart_bridge import MAX_REGIONS, beat_tag
 from .bitstream import (
@@ -49,7 +49,6 @@ from .bitstream import (
     resolve_board,
     say_estimate,
 )
-from .report import read_report
 from .steps import BuildError
 
 __all__ = ["read_regions", "region_estimates", "check_regions_fit", "bitstream_regions"]
@@ -60,11 +59,10 @@ RESOURCES = ("lut", "ff", "dsp", "bram")
 def read_regions(build_dir: str | os.PathLike[str]) -> list[BuildFolder]:
     """The region build folders of a multi-region build, region ``k`` at index ``k``."""
     d = Path(build_dir)
-    seg = d / "segments.json"
     try:
-        dirs = [d / r["dir"] for r in json.loads(seg.read_text())["regions"]]
-    except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
-        raise BuildError(f"{seg}: malformed ({e!r}); recompile the model") from None
+        dirs = [d / r["dir"] for r in BuildDir(d).segments()["regions"]]
+    except BuildDirError as e:
+        raise BuildError(str(e)) from None
     if not 1 <= len(dirs) <= MAX_REGIONS:
         raise BuildError(f"{d} has {len(dirs)} accelerator regions; one bitstream holds 1 to "
                          f"{MAX_REGIONS} (the UART bridge's region addresses). Lower more of "
@@ -136,7 +134,8 @@ def bitstream_regions(build_dir: str | os.PathLike[str], *, board: str | Board |
                 "out_bytes": bd.out_bytes, "beat_tags": [beat_tag(k, False), beat_tag(k, True)],
                 "estimate": e} for k, (bd, e) in enumerate(zip(builds, per))]
     specs = [s for bd in builds for s in bd.specs()]
-    return build_and_report(d, top, read_report(d), specs, total, seed=seed, placer=placer,
+    return build_and_report(d, top, BuildDir(d).report(check=False), specs, total,
+                            seed=seed, placer=placer,
                             nextpnr_args=nextpnr_args, check_resources=check_resources,
                             progress=progress, timeout_s=timeout_s,
                             extra={"regions": regions, "registers": "registers.md"})

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from ...boards import all_boards, get_board
+from ...drivers.build_dir import REPORT_KEYS, STEP_FILES, BuildDir, atomic_write_file
 from ...errors import FluidError, UnknownNameError, unknown_name
 from ...frontend import io as fio
 from ...hls.autofold import AutoFold, autofold
@@ -51,8 +52,8 @@ from ...rtl import AcceleratorTop, emit_c_header, emit_markdown, param_image
 from ...sim.verilog import emit_verilog
 from ..cpu import Executor
 from .options import CompileOptions, FoldingPolicy
-from .regions import SEGMENTS, RegionBuild, compile_regions, region_report, write_region_host
-from .report import STEP_KEYS, read_report, to_json, update_report
+from .regions import RegionBuild, compile_regions, region_report, write_region_host
+from .report import to_json
 from .steps import BuildError, Step, run_steps
 
 __all__ = ["Target", "TARGETS", "DEFAULT_CLOCK_MHZ", "get_target", "CompileState",
@@ -280,8 +281,7 @@ def _step_lower(st: CompileState) -> str:
         where = "; ".join(f"{d['where']}: {', '.join(d['ops']) or '-'}"  # type: ignore
                           for d in seg.describe()["segments"])  # type: ignore[attr-defined]
         return f"{len(seg.regions)} accelerator regions, host segments between: {where}"
-    shutil.rmtree(st.out / "regions", ignore_errors=True)
-    (st.out / SEGMENTS).unlink(missing_ok=True)
+    BuildDir(st.out).remove("regions", "segments")
     if _auto(st):
         _autofold(st)
     else:
@@ -293,8 +293,7 @@ def _step_lower(st: CompileState) -> str:
                            ii_target=ii, weights=st.weights, feed_names=st.feeds,
                            fetch_names=st.fetches)
     st.out.mkdir(parents=True, exist_ok=True)
-    fio.atomic_write(st.out / "lowering.json",
-                     _dumps(st.lowered.describe()).encode())
+    BuildDir(st.out).write_text("lowering", _dumps(st.lowered.describe()))
     e = st.lowered.estimate()
     how = (f"automatic for {st.autofold.device} ({round(100 * st.fraction)} % budget)"
            if st.autofold is not None else "balanced")
@@ -353,8 +352,9 @@ def _step_generate_verilog(st: CompileState) -> str:
     st.top = st.lowered.top(st.name, ff_style=st.target.ff_style)
     res = emit_verilog(st.top)
     st.info = res.info
-    fio.atomic_write(st.out / "accelerator.v", res.text.encode())
-    fio.atomic_write(st.out / "design.json", _dumps(res.info).encode())
+    bd = BuildDir(st.out)
+    bd.write_text("verilog", res.text)
+    bd.write_text("design", _dumps(res.info))
     lines = res.text.count("\n")
     return f"accelerator.v ({lines} lines, {'cached' if res.cached else 'emitted'})"
 
@@ -363,8 +363,9 @@ def _step_write_registers(st: CompileState) -> str:
     if st.regions is not None:
         return "in regions/<k>/"
     assert st.top is not None
-    fio.atomic_write(st.out / "registers.md", emit_markdown(st.top.registers, st.info).encode())
-    fio.atomic_write(st.out / "registers.h", emit_c_header(st.top.registers, st.info).encode())
+    bd = BuildDir(st.out)
+    bd.write_text("registers_md", emit_markdown(st.top.registers, st.info))
+    bd.write_text("registers_h", emit_c_header(st.top.registers, st.info))
     return f"{len(st.top.registers)} registers"
 
 
@@ -382,11 +383,12 @@ def _save_model(program: Program, scope: Scope, feeds: list[str], fetches: list[
 
 def _step_write_model(st: CompileState) -> str:
     assert st.program is not None and st.scope is not None
-    _save_model(st.program, st.scope, st.feeds, st.fetches, st.out / "model")
+    bd = BuildDir(st.out)
+    _save_model(st.program, st.scope, st.feeds, st.fetches, bd.file("model"))
     if st.float_program is not None:
-        _save_model(st.float_program, st.scope, st.feeds, st.fetches, st.out / "float_model")
+        _save_model(st.float_program, st.scope, st.feeds, st.fetches, bd.file("float_model"))
     else:
-        shutil.rmtree(st.out / "float_model", ignore_errors=True)
+        bd.remove("float_model")
     return "model/" + (" and float_model/" if st.float_program is not None else "")
 
 
@@ -397,7 +399,8 @@ def _step_write_host(st: CompileState) -> str:
     assert st.lowered is not None and st.scope is not None and st.top is not None
     low = st.lowered
     part = low.partition
-    host = st.out / "host"
+    bd = BuildDir(st.out)
+    host = bd.file("host")
     host.mkdir(parents=True, exist_ok=True)
     write_host_programs(host, part.host_programs, st.scope)
     info = {"feeds": part.feeds, "fetches": part.fetches, "hw_input": part.hw_input,
@@ -406,8 +409,8 @@ def _step_write_host(st: CompileState) -> str:
             "design_hash": st.top.design_hash,
             "pre_ops": [op.type for op in part.pre_program.global_block().ops],
             "post_ops": [op.type for op in part.post_program.global_block().ops]}
-    fio.atomic_write(host / "host.json", _dumps(info).encode())
-    wfile = st.out / "weights.npz"
+    bd.write_text("host_json", _dumps(info))
+    wfile = bd.file("weights")
     if low.weights_mode == "runtime":
         from ...drivers import save_param_image
 
@@ -426,15 +429,13 @@ def write_host_programs(host: Path, programs: Mapping[str, Program], scope: Scop
     persistable values they read (from ``scope``)."""
     params: dict[str, np.ndarray] = {}
     for what, prog in programs.items():
-        fio.atomic_write(host / f"{what}.pb", program_to_bytes(prog))
+        atomic_write_file(host / f"{what}.pb", program_to_bytes(prog))
         for v in prog.global_block().vars.values():
             if v.persistable and v.name not in ("feed", "fetch"):
                 val = scope.find_value(v.name)
                 if val is not None:
                     params[v.name] = np.asarray(getattr(val, "data", val))
-    tmp = host / f".params.{os.getpid()}.tmp.npz"
-    np.savez(tmp, **params)
-    os.replace(tmp, host / "params.npz")
+    BuildDir(host.parent).write_npz("host_params", params)
 
 
 def stage_reports(low: Lowered) -> list[dict[str, Any]]:
@@ -459,11 +460,12 @@ def _step_write_report(st: CompileState) -> str:
     assert st.lowered is not None and st.top is not None
     low = st.lowered
     e = low.estimate()
-    old = read_report(st.out)
+    old = BuildDir(st.out).report(check=False)
     drop: list[str] = []
     if old.get("design_hash") != st.top.design_hash:  # a new design: later results are stale
-        drop = [k for step, keys in STEP_KEYS.items() if step != "compile" for k in keys]
-        (st.out / "outputs.npy").unlink(missing_ok=True)
+        drop = [k for step, keys in REPORT_KEYS.items() if step != "compile" for k in keys]
+        # and the files of those steps: a mixed folder would pass for this build's
+        BuildDir(st.out).remove(*STEP_FILES["simulate"], *STEP_FILES["bitstream"])
     clock = st.clock
     keys = {
         "target": st.target.name, "clock_mhz": clock, "weights": low.weights_mode,
@@ -481,7 +483,7 @@ def _step_write_report(st: CompileState) -> str:
         "autofold": st.autofold.as_report() if st.autofold is not None else None,
         "options": st.options.as_report(),
     }
-    update_report(st.out, keys, drop=drop)
+    BuildDir(st.out).update_report("compile", keys, drop=drop)
     return (f"II {e.initiation_interval} cycles, latency {e.latency_cycles} cycles; "
             f"{keys['throughput_per_s']:.0f} inferences/s at {clock:g} MHz; "
             f"{e.resources.dsp} DSP, {e.resources.bram} BRAM, {e.resources.lut} LUT")
@@ -521,7 +523,7 @@ def compile_model(model_dir: str | os.PathLike[str], out: str | os.PathLike[str]
     asks for the cheapest folding reaching that rate) unless the policy is
     ``balanced`` or a ``budget`` / ``ii_target`` is given."""
     st = CompileState(Path(out), _options(options, kwargs), Path(model_dir), calibration)
-    run_steps("compile", COMPILE_STEPS, st, stop_after)
+    _run_compile(st, stop_after)
     return st
 
 
@@ -533,5 +535,14 @@ def compile_program(program: Program, scope: Scope, out: str | os.PathLike[str],
     """Like :func:`compile_model` for a program and its parameters in memory."""
     st = CompileState(Path(out), _options(options, kwargs), None, calibration)
     st.program, st.scope, st.feeds, st.fetches = program, scope, list(feeds), list(fetches)
-    run_steps("compile", COMPILE_STEPS, st, stop_after)
+    _run_compile(st, stop_after)
     return st
+
+
+def _run_compile(st: CompileState, stop_after: str | None) -> None:
+    """The compile steps under the build folder's lock; the manifest goes first (the
+    folder is no build until it is written again) and is written again last, only
+    when every step ran."""
+    whole = stop_after is None or stop_after == COMPILE_STEPS[-1].name
+    with BuildDir(st.out).writing("compile", fresh=True, manifest=whole):
+        run_steps("compile", COMPILE_STEPS, st, stop_after)

@@ -30,7 +30,6 @@ accelerator over the transport, host *post* program.  So:
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -40,13 +39,13 @@ from typing import Any
 import numpy as np
 
 from ...drivers import Accelerator, DriverError, Transport
+from ...drivers.build_dir import NAMES, BuildDir
 from ...errors import ExecutionError, FeedError, FetchError, FluidError
 from ...frontend import io as fio
 from ...ir.lod import LoDTensor
 from ...ir.program import Program
 from ...ir.scope import Scope
 from ..cpu.executor import Executor, FeedTarget, _check_feed, _target_name
-from .report import read_report
 
 __all__ = ["FPGAPlace", "FPGAExecutor", "BuildIO", "read_build_io"]
 
@@ -97,19 +96,20 @@ def read_build_io(build_dir: str | os.PathLike[str]) -> BuildIO:
         raise DriverError(f"{d}: no such build folder; {_COMPILE_HINT.format(d=d)}")
     # single-region builds describe their host side in host/host.json; multi-region
     # builds in segments.json: both carry the model's `feeds` and `fetches`
-    for path in (d / "host" / "host.json", d / "segments.json"):
+    for path in (d / NAMES["host_json"], d / NAMES["segments"]):
         if path.is_file():
             break
     else:
         raise DriverError(f"{d}: not a build folder (no host/host.json); "
                           f"{_COMPILE_HINT.format(d=d)}")
-    try:
-        doc = json.loads(path.read_text())
-        feeds, fetches = [str(n) for n in doc["feeds"]], [str(n) for n in doc["fetches"]]
-    except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
-        raise DriverError(f"{path}: malformed ({e!r}); recompile the model "
-                          f"(`fluid-hw compile MODEL_DIR --out {d}`)") from None
-    weights = doc.get("weights") or read_report(d).get("weights") or "const"
+    bd = BuildDir(d)  # checked against its manifest, the file's fields validated
+    if path.name == NAMES["segments"]:
+        doc = bd.segments()
+        feeds, fetches = list(doc["feeds"]), list(doc["fetches"])
+        weights = bd.report().get("weights") or "const"
+    else:
+        host = bd.host()
+        feeds, fetches, weights = host.feeds, host.fetches, host.weights
     return BuildIO(feeds, fetches, str(weights))
 
 

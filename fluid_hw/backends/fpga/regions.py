@@ -30,7 +30,6 @@ region 0, host segment 1, ... on the CPU executor and the transport.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -38,17 +37,16 @@ from typing import Any
 
 import numpy as np
 
-from ...frontend import io as fio
+from ...drivers.build_dir import NAMES, REPORT_KEYS, STEP_FILES, BuildDir
 from ...hls.partition import Segmentation
 from ...hls.stage_info import layer_name
-from .report import STEP_KEYS, to_json, update_report
 from .steps import BuildError
 
 __all__ = ["SEGMENTS", "RegionBuild", "compile_regions", "write_region_host",
            "region_report", "region_name", "write_region_registers"]
 
 #: the file that makes a build folder a multi-region build
-SEGMENTS = "segments.json"
+SEGMENTS = NAMES["segments"]
 
 
 @dataclass
@@ -129,11 +127,11 @@ def write_region_host(st: Any, seg: Segmentation, regions: list[RegionBuild]) ->
                        for rb, r in zip(regions, seg.regions)],
            "host": [f"host/seg{k}.pb" for k in range(len(seg.host))],
            "segments": seg.describe()["segments"]}
-    fio.atomic_write(st.out / SEGMENTS, (json.dumps(to_json(doc), indent=1) + "\n").encode())
-    for stale in ("pre.pb", "post.pb", "host.json"):
-        (host / stale).unlink(missing_ok=True)
-    for stale in ("accelerator.v", "design.json", "registers.h", "weights.npz"):
-        (st.out / stale).unlink(missing_ok=True)
+    bd = BuildDir(st.out)
+    bd.write_json("segments", doc)
+    # a single-region build's files, from an earlier compile into this folder
+    bd.remove("host/pre.pb", "host/post.pb", "host_json", "verilog", "design", "registers_h",
+              "weights", "lowering")
     write_region_registers(st.out, doc["regions"])
     return f"{len(seg.host)} host segments, {len(regions)} regions"
 
@@ -143,7 +141,7 @@ def write_region_registers(out: Path, regions: list[dict[str, Any]]) -> None:
     of the build's bitstream (its region address), and where its register map is."""
     rows = []
     for r in regions:
-        d = json.loads((out / r["dir"] / "design.json").read_text())
+        d = BuildDir(out / r["dir"]).design()
         rows.append(f"| {r['index']} | `{r['dir']}/` | `{d['name']}` | "
                     f"`{str(d['design_hash'])[:8]}` | {d['in_lanes']} | "
                     f"{int(d['out_lanes']) * int(d['out_bits']) // 8} | "
@@ -161,7 +159,7 @@ def write_region_registers(out: Path, regions: list[dict[str, Any]]) -> None:
         "| region address | folder | Verilog top | DESIGN_HASH | input beat bytes | "
         "output beat bytes | register map |",
         "| --- | --- | --- | --- | --- | --- | --- |", *rows, ""])
-    fio.atomic_write(out / "registers.md", text.encode())
+    BuildDir(out).write_text("registers_md", text)
 
 
 def region_report(st: Any, seg: Segmentation, regions: list[RegionBuild]) -> str:
@@ -198,7 +196,9 @@ def region_report(st: Any, seg: Segmentation, regions: list[RegionBuild]) -> str
         "options": st.options.as_report(),
     }
     drop = ["stages", "folding", "fifo_depths", "lowering_hash", "autofold", "bit_exact",
-            "mismatches", "measured", *STEP_KEYS["bitstream"]]
-    update_report(st.out, keys, drop=drop)
+            "mismatches", "measured", *REPORT_KEYS["bitstream"]]
+    bd = BuildDir(st.out)
+    bd.remove(*STEP_FILES["simulate"], *STEP_FILES["bitstream"])  # results of older builds
+    bd.update_report("compile", keys, drop=drop)
     return (f"{len(regions)} accelerator regions, II {ii} cycles (summed), latency {lat} "
             f"cycles; {keys['throughput_per_s']:.0f} inferences/s at {clock:g} MHz")

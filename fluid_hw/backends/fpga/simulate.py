@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from ...drivers import Accelerator
+from ...drivers.build_dir import REPORT_KEYS, BuildDir
 from ...errors import FluidError
 from ...frontend import io as fio
 from ...hls.lower import Lowered, lower, lowering_hash, mac_count
@@ -49,7 +50,7 @@ from ...rtl import pipeline_model
 from ...sim.harness import measure
 from ..cpu import Executor
 from .compile import load_inputs
-from .report import STEP_KEYS, read_report, update_report
+from .report import read_report
 from .steps import BuildError, Step, run_steps
 
 __all__ = ["SimulateState", "SIMULATE_STEPS", "simulate", "load_build", "Build",
@@ -73,12 +74,14 @@ def load_build(build_dir: str | os.PathLike[str]) -> Build:
     """Read ``report.json`` and ``model/``, and lower the model again with the recorded
     folding; the design must be the one in ``design.json``."""
     d = Path(build_dir)
-    report = read_report(d, missing_ok=False)
+    bd = BuildDir(d)
+    bd.verify()
+    report = read_report(d, missing_ok=False)  # verified above
     if "stages" not in report:
         raise BuildError(f"{d}/report.json: the compile step has not finished; recompile")
     scope = Scope()
     try:
-        program, feeds, fetch_vars = fio.load_inference_model(d / "model", Executor(),
+        program, feeds, fetch_vars = fio.load_inference_model(bd.model_dir, Executor(),
                                                               scope=scope)
     except FluidError as e:
         raise BuildError(f"{d}/model: cannot load the compiled model ({e}); recompile") from e
@@ -117,14 +120,7 @@ class _Overlay:
 
 
 def _design(d: Path) -> dict[str, Any]:
-    import json
-
-    try:
-        return json.loads((d / "design.json").read_text())
-    except FileNotFoundError:
-        raise BuildError(f"{d}/design.json: not found; recompile (fluid-hw compile)") from None
-    except json.JSONDecodeError as e:
-        raise BuildError(f"{d}/design.json: not valid JSON ({e}); recompile") from None
+    return BuildDir(d).design()
 
 
 @dataclass
@@ -383,17 +379,16 @@ def _step_cocotb(st: SimulateState) -> str:
 
 
 def _step_write_outputs(st: SimulateState) -> str:
-    d = st.directory
-    tmp = d / ".outputs.tmp.npy"
-    np.save(tmp, st.outputs[0])
-    os.replace(tmp, d / "outputs.npy")
+    bd = BuildDir(st.directory)
+    bd.write_bytes("outputs", _npy_bytes(st.outputs[0]))
     if len(st.outputs) > 1:
         assert st.build is not None
-        tmpz = d / ".outputs.tmp.npz"
-        np.savez(tmpz, **dict(zip(st.build.fetches, st.outputs)))
-        os.replace(tmpz, d / "outputs.npz")
+        bd.write_npz("outputs_npz", dict(zip(st.build.fetches, st.outputs)))
+    else:
+        bd.remove("outputs_npz")  # an earlier run's
     st.keys["simulate_seconds"] = round(time.perf_counter() - st.t0, 2)
-    update_report(d, st.keys, drop=STEP_KEYS["simulate"])  # no stale keys of an earlier run
+    # no stale keys of an earlier run
+    bd.update_report("simulate", st.keys, drop=REPORT_KEYS["simulate"])
     return "outputs.npy, report.json"
 
 
@@ -419,12 +414,24 @@ def simulate(build_dir: str | os.PathLike[str],
     """Simulate the build in ``build_dir`` on ``inputs`` (see the module docstring);
     returns the keys written to report.json.  ``ready_prob``/``valid_prob`` < 1 add
     random back-pressure (the measured II and latency then include the stalls)."""
-    if (Path(build_dir) / "segments.json").exists():  # several accelerator regions
-        from .simulate_regions import simulate_regions
+    bd = BuildDir(build_dir)
+    with bd.writing("simulate"):
+        bd.verify(force=True)
+        if bd.is_regioned:  # several accelerator regions
+            from .simulate_regions import simulate_regions
 
-        return simulate_regions(build_dir, inputs, labels=labels, ready_prob=ready_prob,
-                                valid_prob=valid_prob, debug_stages=debug_stages)
-    st = SimulateState(Path(build_dir), inputs, labels, debug_stages,
-                       None if trace is None else str(trace), cocotb, ready_prob, valid_prob)
-    run_steps("simulate", SIMULATE_STEPS, st, stop_after)
-    return st.keys
+            return simulate_regions(build_dir, inputs, labels=labels, ready_prob=ready_prob,
+                                    valid_prob=valid_prob, debug_stages=debug_stages)
+        st = SimulateState(Path(build_dir), inputs, labels, debug_stages,
+                           None if trace is None else str(trace), cocotb, ready_prob,
+                           valid_prob)
+        run_steps("simulate", SIMULATE_STEPS, st, stop_after)
+        return st.keys
+
+
+def _npy_bytes(a: np.ndarray) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, a, allow_pickle=False)
+    return buf.getvalue()

@@ -15,7 +15,6 @@ with any differing output), ``inputs``, ``regions[]`` (per region its simulate k
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Mapping
@@ -24,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ...drivers.build_dir import BuildDir
 from ...drivers.regions import RegionedAccelerator
 from ...errors import FluidError
 from ...frontend import io as fio
@@ -31,7 +31,6 @@ from ...ir import dtypes
 from ...ir.scope import Scope
 from ..cpu import Executor
 from .compile import load_inputs
-from .report import read_report, update_report
 from .steps import BuildError, log
 
 __all__ = ["simulate_regions"]
@@ -48,14 +47,12 @@ def simulate_regions(build_dir: str | os.PathLike[str],
 
     t0 = time.perf_counter()
     d = Path(build_dir)
-    try:
-        doc = json.loads((d / "segments.json").read_text())
-        feeds, fetches, regions = list(doc["feeds"]), list(doc["fetches"]), doc["regions"]
-    except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
-        raise BuildError(f"{d}/segments.json: malformed ({e!r}); recompile") from None
+    bd = BuildDir(d)
+    doc = bd.segments()
+    feeds, fetches, regions = list(doc["feeds"]), list(doc["fetches"]), doc["regions"]
     scope = Scope()
     try:
-        program, _, _ = fio.load_inference_model(d / "model", Executor(), scope=scope)
+        program, _, _ = fio.load_inference_model(bd.model_dir, Executor(), scope=scope)
     except FluidError as e:
         raise BuildError(f"{d}/model: cannot load the compiled model ({e}); recompile") from e
     x = dict(inputs) if isinstance(inputs, Mapping) else load_inputs(inputs, feeds, "--inputs")
@@ -104,15 +101,15 @@ def simulate_regions(build_dir: str | os.PathLike[str],
         y = labels if isinstance(labels, np.ndarray) else np.load(labels, allow_pickle=False)
         keys["accuracy"] = {"hardware_int8": _accuracy(outs[0],
                                                        np.asarray(y).reshape(n, -1)[:, 0])}
-    tmp = d / f".outputs.{os.getpid()}.tmp.npy"
-    np.save(tmp, outs[0])
-    os.replace(tmp, d / "outputs.npy")
-    report = read_report(d)
+    from .simulate import _npy_bytes
+
+    bd.write_bytes("outputs", _npy_bytes(outs[0]))
+    report = bd.report(check=False)
     region_dicts = report.get("regions") or []
     for p, rd in zip(per, region_dicts):
         rd["simulate"] = p
     keys["regions"] = region_dicts or per
-    update_report(d, keys)
+    bd.update_report("simulate", keys)
     log("simulate", ("bit-exact" if keys["bit_exact"] else f"NOT bit-exact ({mism} inputs)")
         + f" through {len(regions)} regions and the host segments")
     return keys

@@ -23,6 +23,7 @@ from fluid_hw.backends.fpga.bitstream_regions import read_regions, region_estima
 from fluid_hw.backends.fpga.steps import BuildError
 from fluid_hw.boards import ResourceBudgetError, get_board
 from fluid_hw.cli.main import main
+from fluid_hw.drivers.build_dir import BuildDir
 from tests.backends.fpga._two_regions import two_region_build
 
 
@@ -78,6 +79,11 @@ def test_regions_must_have_distinct_verilog_tops(net, tmp_path):
     for k in (0, 1):
         f = out / "regions" / str(k) / "design.json"
         f.write_text(json.dumps({**json.loads(f.read_text()), "name": "fluid_accel"}))
+    with pytest.raises(BuildError, match=r"regions/0/design.json: is \d+ bytes.*recompile"):
+        read_regions(out)  # the edit, caught by the region's manifest
+    for k in (0, 1):  # a consistent old build: the names are what is refused
+        BuildDir(out / "regions" / str(k)).write_manifest("compile")
+    BuildDir(out).write_manifest("compile")
     with pytest.raises(BuildError, match=r"not distinct \(fluid_accel, fluid_accel\).*"
                                          "recompile"):
         read_regions(out)
