@@ -50,7 +50,8 @@ from .. import fileio
 from ..errors import BuildDirError, BuildLockedError, FluidError
 
 __all__ = ["BuildDir", "BuildDirError", "BuildLockedError", "NAMES", "STEP_FILES",
-           "REPORT_KEYS", "MANIFEST", "HostFile", "atomic_write_file", "to_json"]
+           "REPORT_KEYS", "MANIFEST", "HostFile", "atomic_write_file", "normalise_modes",
+           "to_json"]
 
 
 #: every file (or folder) of a build folder, by the name the code uses
@@ -132,6 +133,16 @@ def atomic_write_file(path: str | os.PathLike[str], data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def normalise_modes(path: str | os.PathLike[str]) -> None:
+    """Give every file under ``path`` the build folder's file mode (0644 less the umask):
+    files some writers make 0600 (``mkstemp``) and others 0644 all read alike."""
+    mode = _MODE & ~_umask()
+    for root, _, files in os.walk(path):
+        for f in files:
+            with contextlib.suppress(OSError):
+                os.chmod(os.path.join(root, f), mode)
 
 
 def _savez_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
@@ -540,7 +551,7 @@ class BuildDir:
             raise self._error(p, "not found: is this a build folder made by `fluid-hw "
                                  "compile`?")
         text = self.text("verilog")
-        if "endmodule" not in text[-4096:]:
+        if not text.rstrip().endswith("endmodule"):
             raise self._error(p, "does not end its last module (truncated)")
         return text
 

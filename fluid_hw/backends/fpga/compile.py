@@ -36,7 +36,13 @@ from typing import Any
 import numpy as np
 
 from ...boards import all_boards, get_board
-from ...drivers.build_dir import REPORT_KEYS, STEP_FILES, BuildDir, atomic_write_file
+from ...drivers.build_dir import (
+    REPORT_KEYS,
+    STEP_FILES,
+    BuildDir,
+    atomic_write_file,
+    normalise_modes,
+)
 from ...errors import FluidError, UnknownNameError, unknown_name
 from ...frontend import io as fio
 from ...hls.autofold import AutoFold, autofold
@@ -377,6 +383,7 @@ def _save_model(program: Program, scope: Scope, feeds: list[str], fetches: list[
     with scope_guard(scope):
         fio.save_inference_model(str(tmp), feeds, [gb.var(n) for n in fetches], Executor(),
                                  main_program=program)
+    normalise_modes(tmp)
     shutil.rmtree(d, ignore_errors=True)
     os.replace(tmp, d)
 
