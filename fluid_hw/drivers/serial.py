@@ -28,6 +28,7 @@ before it talks; the bytes and packets are :mod:`.serial_link`'s.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,9 @@ from .transport import DriverError, ParamImage, StreamResult, Transport, registe
 __all__ = ["SerialTransport", "SerialLink", "open_tty", "BridgeInfo", "DEFAULT_BAUD",
            "describe_errors", "open_region_transports"]
 MAX_BURST = 0xFFFF
+#: CONTROL and STATUS bits (registers.md: "SOFT_RESET", "What clears what")
+CONTROL_ENABLE, CONTROL_SOFT_RESET = 0b001, 0b010
+STATUS_BUSY, STATUS_DROPPING = 0b00001, 0b10000
 
 
 def _read_design(d: Path) -> dict[str, Any]:
@@ -277,7 +281,43 @@ class SerialTransport(Transport):
             kept.clear()
             raise DriverError(f"{self.port}: {k} output beats arrived outside a stream "
                               "(a previous stream was interrupted); reset the accelerator "
-                              "(CONTROL.SOFT_RESET) and retry")
+                              "(transport.soft_reset(): CONTROL.SOFT_RESET, then what it "
+                              "still sends is drained) and retry")
+
+    def soft_reset(self, quiet_s: float = 0.05) -> int:
+        """CONTROL.SOFT_RESET, then drain what registers.md ("SOFT_RESET") says can
+        still come out, so the next stream starts in step; returns the output beats
+        discarded.
+
+        The reset discards every item in the accelerator but keeps packets whole: an
+        output packet partly sent (or a beat waiting on ``m_axis``) is completed with
+        zero beats, ``tlast`` on its last, while STATUS.BUSY stays set; an input packet
+        partly accepted is dropped whole (STATUS.DROPPING), and since no more of it will
+        come, SOFT_RESET is written again to end the drop.  Once BUSY falls, beats the
+        bridge took are still on the line: they are read until it has been quiet for
+        ``quiet_s`` (and until a packet's ``tlast``), then discarded with any beats kept
+        from an interrupted stream."""
+        region = self.region or 0
+        deadline = time.monotonic() + self.timeout
+        self.write_register("CONTROL", CONTROL_ENABLE | CONTROL_SOFT_RESET)
+        while True:
+            status = self.read_register("STATUS")
+            if status & STATUS_DROPPING:
+                self.write_register("CONTROL", CONTROL_ENABLE | CONTROL_SOFT_RESET)
+            elif not status & STATUS_BUSY:
+                break
+            if time.monotonic() > deadline:
+                raise DriverError(f"{self.port}: STATUS is 0x{status:X} {self.timeout:g} s "
+                                  "after SOFT_RESET (still busy completing an output "
+                                  "packet: is the output stream taken?)")
+        self.link.drain(quiet_s, "after SOFT_RESET")
+        kept = self.link.beats.setdefault(region, [])
+        dropped = list(kept)
+        kept.clear()
+        while dropped and not dropped[-1][1]:  # a packet's rest is still on its way
+            dropped.append(self.link.next_beat(region, "the rest of a packet after "
+                                                       "SOFT_RESET"))
+        return len(dropped)
 
     def close(self) -> None:
         link, self.link = getattr(self, "link", None), None  # type: ignore[assignment]

@@ -203,6 +203,30 @@ class SerialLink:
             self.beats.setdefault((tag - PKT_BEAT) // 2, []).append((payload, tag & 1))
         return kept.pop(0)
 
+    def drain(self, quiet_s: float, what: str) -> None:
+        """Take what the bridge sends until the line has been quiet for ``quiet_s``:
+        output beats are kept per region (a response here means the link is out of
+        step).  Bounded by the link's timeout."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            while self._rx:
+                size = self._size(self._rx[0])
+                if size is None or len(self._rx) < 1 + size:
+                    break
+                tag, payload = self._rx[0], bytes(self._rx[1:1 + size])
+                del self._rx[:1 + size]
+                if tag in _RESP_SIZE:
+                    raise DriverError(f"{self.port}: response 0x{tag:02x} while draining "
+                                      f"{what}: the link is out of step")
+                self.beats.setdefault((tag - PKT_BEAT) // 2, []).append((payload, tag & 1))
+            r, _, _ = select.select([self.fd], [], [], quiet_s)
+            if not r:
+                return
+            if time.monotonic() > deadline:
+                raise DriverError(f"{self.port}: the bridge kept sending while draining "
+                                  f"{what} for {self.timeout:g} s")
+            self._fill(deadline, what)
+
     def response(self, want: int, what: str) -> bytes:
         """Wait for the response ``want``; output beats arriving meanwhile are kept."""
         deadline = time.monotonic() + self.timeout

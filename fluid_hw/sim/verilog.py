@@ -27,11 +27,13 @@ from amaranth._toolchain.yosys import find_yosys
 from amaranth.back import rtlil
 
 import fluid_hw.rtl as rtl
+from fluid_hw.fileio import atomic_write
 from fluid_hw.rtl import AcceleratorTop, emit_c_header, emit_markdown
 
 from ._tools import BuildError, cache_dir, ensure_yosys, log
 
-__all__ = ["emit_verilog", "write_design", "design_key", "EmitResult", "YOSYS_SCRIPT"]
+__all__ = ["emit_verilog", "design_files", "write_design", "design_key", "EmitResult",
+           "YOSYS_SCRIPT"]
 
 #: Yosys passes between Amaranth's RTLIL and the Verilog (see the module docstring).
 YOSYS_SCRIPT = ("proc", "opt_expr", "opt_clean", "opt_dff", "opt_merge", "opt_clean",
@@ -85,26 +87,30 @@ def emit_verilog(top: AcceleratorTop, *, use_cache: bool = True) -> EmitResult:
         raise BuildError(f"Verilog emission of {top.name!r} failed: {e}") from e
     seconds = time.perf_counter() - t0
     d.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)  # atomic: concurrent emitters never see half a file
+    atomic_write(path, text.encode(), durable=False)  # concurrent emitters never see half
     return EmitResult(text, info, seconds, False)
 
 
-def write_design(top: AcceleratorTop, out_dir: str | os.PathLike[str]) -> dict[str, Path]:
-    """Write ``accelerator.v``, ``registers.md``, ``registers.h`` and ``design.json``
-    into ``out_dir``; return their paths."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+def design_files(top: AcceleratorTop) -> dict[str, str]:
+    """The text of a design's build files by name: ``accelerator.v``, ``registers.md``,
+    ``registers.h`` and ``design.json`` (the FPGA back end writes them into a build
+    folder through ``fluid_hw.drivers.build_dir``, which ``sim`` may not import)."""
     res = emit_verilog(top)
-    files = {
-        "verilog": out / "accelerator.v",
-        "registers_md": out / "registers.md",
-        "registers_h": out / "registers.h",
-        "design": out / "design.json",
+    return {
+        "accelerator.v": res.text,
+        "registers.md": emit_markdown(top.registers, res.info),
+        "registers.h": emit_c_header(top.registers, res.info),
+        "design.json": json.dumps(res.info, indent=1),
     }
-    files["verilog"].write_text(res.text)
-    files["registers_md"].write_text(emit_markdown(top.registers, res.info))
-    files["registers_h"].write_text(emit_c_header(top.registers, res.info))
-    files["design"].write_text(json.dumps(res.info, indent=1))
+
+
+def write_design(top: AcceleratorTop, out_dir: str | os.PathLike[str]) -> dict[str, Path]:
+    """Write :func:`design_files` into ``out_dir`` (each file atomically); return their
+    paths by kind (``verilog``, ``registers_md``, ``registers_h``, ``design``)."""
+    out = Path(out_dir)
+    texts = design_files(top)
+    files = dict(zip(("verilog", "registers_md", "registers_h", "design"),
+                     (out / name for name in texts)))
+    for path, text in zip(files.values(), texts.values()):
+        atomic_write(path, text.encode())
     return files

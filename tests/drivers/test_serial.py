@@ -139,3 +139,40 @@ def test_serial_through_the_verilated_board_top_is_bit_exact(tmp_path, weights, 
     print(f"\nserial ({weights}, window {window}): {len(x)} inferences in {dt:.2f} s "
           f"({len(x) / dt:.0f}/s), {sent} bytes sent, {received} received, Verilator at "
           "8 clock cycles a bit")
+
+
+@pytest.mark.slow
+def test_soft_reset_drains_the_completed_packet_and_the_retry_is_in_step(tmp_path):
+    """Inputs streamed and a packet cut in the middle, then ``soft_reset()``: the
+    outputs on their way and the packet SOFT_RESET completes with zero beats are drained,
+    the cut input packet's drop is ended, and the next stream is bit-exact."""
+    from fluid_hw.backends.fpga.bitstream import BoardSimulation
+    from fluid_hw.drivers.serial import STATUS_BUSY, STATUS_DROPPING, SerialTransport
+    from fluid_hw.drivers.serial_link import CMD_STREAM_IN
+
+    out = _compile(tmp_path, "const")
+    x = inputs(ARCH, 6, 5)
+    with Accelerator.open(out, transport="sim") as ref:
+        ref.run(x)
+        want_hw = ref.last.hw_outputs
+        hw_in = ref.last.hw_inputs.reshape(len(x), -1).astype(np.int8)
+    with BoardSimulation(out, divisor=8) as board:
+        tr = SerialTransport(out, port=board.port, timeout=20)
+        in_beats = int(tr.info["in_len"]) // tr.in_lanes
+        perm = Accelerator.open(out, transport=tr, check=False).host.in_perm
+        for k in range(4):  # whole input packets, outputs not read
+            tr.link.send(bytes([CMD_STREAM_IN]) + in_beats.to_bytes(2, "little") + b"\1"
+                         + hw_in[k][perm].tobytes())
+        half = max(in_beats // 2, 1)   # and a packet cut after half its beats, no tlast
+        tr.link.send(bytes([CMD_STREAM_IN]) + half.to_bytes(2, "little") + b"\0"
+                     + hw_in[4][perm][:half * tr.in_lanes].tobytes())
+        time.sleep(0.05)
+        dropped = tr.soft_reset()
+        status = tr.read_register("STATUS")
+        assert status & (STATUS_BUSY | STATUS_DROPPING) == 0
+        with Accelerator.open(out, transport=tr) as acc:   # ID and DESIGN_HASH in step
+            got = acc.run_int(acc.last.hw_inputs if acc.last else hw_in.reshape(x.shape[0],
+                                                                                 -1))
+            assert tr.bridge_errors() == 0
+    np.testing.assert_array_equal(got.reshape(len(x), -1), want_hw.reshape(len(x), -1))
+    print(f"\nsoft_reset dropped {dropped} output beats")
