@@ -18,7 +18,7 @@
 See docs/bitstreams.md.
 """
 
-from ._errors import PLLError, ResourceBudgetError, ToolFailedError, ToolNotFoundError
+from ..errors import PLLError, ResourceBudgetError, ToolFailedError, ToolNotFoundError
 from .accel import AXI_PORTS, AcceleratorBoardTop, missing_axi_ports
 from .constraints import constraints_text
 from .devices import (

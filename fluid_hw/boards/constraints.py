@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..errors import UnknownNameError
+from ..errors import unknown_name
 from .devices import Board, Pin
 
 __all__ = ["constraints_text", "lpf_text", "pcf_text"]
@@ -45,6 +45,5 @@ def constraints_text(board: Board, pins: Mapping[str, Pin], clocks: Mapping[str,
     try:
         writer = _WRITERS[suffix]
     except KeyError:
-        raise UnknownNameError(f"no constraints writer for {suffix!r} files; "
-                               f"known: {', '.join(_WRITERS)}") from None
+        raise unknown_name("constraints file suffix", suffix, _WRITERS) from None
     return writer(board, pins, clocks)

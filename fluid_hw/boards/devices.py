@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from types import MappingProxyType
 
-from ..errors import UnknownNameError
+from ..errors import UnknownNameError, unknown_name
 
 __all__ = [
     "Board",
@@ -352,10 +352,8 @@ def get_board(name: str | Board) -> Board:
     table = _lookup_table()
     board = table.get(str(name).strip().lower())
     if board is None:
-        known = ", ".join(sorted(_BOARDS))
-        aliases = ", ".join(sorted(a for b in _BOARDS.values() for a in b.aliases))
-        raise UnknownNameError(f"unknown board {name!r}; known boards: {known} "
-                               f"(also by device: {aliases})")
+        aliases = [a for b in _BOARDS.values() for a in b.aliases]
+        raise unknown_name("board (or device)", str(name), [*_BOARDS, *aliases])
     return board
 
 
@@ -366,7 +364,7 @@ def get_device(name: str | Device) -> Device:
     for dev_name, dev in _DEVICES.items():
         if dev_name.lower() == str(name).strip().lower():
             return dev
-    raise UnknownNameError(f"unknown device {name!r}; known devices: {', '.join(_DEVICES)}")
+    raise unknown_name("device", str(name), _DEVICES)
 
 
 def get_family(name: str) -> Family:
@@ -374,5 +372,4 @@ def get_family(name: str) -> Family:
     try:
         return _FAMILIES[name.lower()]
     except KeyError:
-        raise UnknownNameError(
-            f"unknown FPGA family {name!r}; known families: {', '.join(_FAMILIES)}") from None
+        raise unknown_name("FPGA family", name, _FAMILIES) from None

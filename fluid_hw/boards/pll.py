@@ -25,7 +25,7 @@ from amaranth.hdl import Instance, Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ._errors import PLLError
+from ..errors import PLLError
 
 __all__ = [
     "ECP5PLL",

@@ -37,8 +37,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import FluidError, UnknownNameError
-from ._errors import ResourceBudgetError, ToolFailedError, ToolNotFoundError
+from ..errors import (
+    FluidError,
+    ResourceBudgetError,
+    ToolFailedError,
+    ToolNotFoundError,
+    unknown_name,
+)
 from .constraints import constraints_text
 from .devices import Board, Device, Pin, all_boards, get_board
 
@@ -168,7 +173,7 @@ def find_tool(key: str) -> list[str]:
     try:
         tool = TOOLS[key]
     except KeyError:
-        raise UnknownNameError(f"unknown tool {key!r}; known tools: {', '.join(TOOLS)}") from None
+        raise unknown_name("tool", key, TOOLS) from None
     return tool.command()
 
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from math import floor
 from typing import Any, Protocol
 
+from fluid_hw.errors import AutoFoldError
 from fluid_hw.rtl import StageGraph, stage_lanes
 from fluid_hw.rtl._mem import BLOCK_ROM_BITS
 from fluid_hw.rtl._util import HardwareConfigError
@@ -63,11 +64,6 @@ __all__ = ["AutoFoldError", "AutoFold", "Calibration", "CALIBRATION", "DEFAULT_F
 DEFAULT_FRACTION = 0.85
 #: resources the budget limits (flip-flops follow LUTs on both families)
 BUDGET_RESOURCES = ("dsp", "lut", "bram")
-
-
-class AutoFoldError(FoldingError):
-    """No folding fits the device budget (or the given folding does not); the message
-    names each resource over budget, by how much, and what would fit."""
 
 
 class DeviceLike(Protocol):

@@ -25,18 +25,13 @@ from math import floor
 from fluid_hw.rtl import stage_lanes
 from fluid_hw.rtl.spec import StageSpec
 
-from .partition import LoweringError
+from ..errors import FoldingError
 from .stages import Resources, estimate_stage
 
 __all__ = ["FoldingError", "FoldingBudget", "FoldUnit", "DEFAULT_BUDGET", "divisors", "ii_for_rate",
            "candidates", "balance", "parse_folding", "check_folding", "format_folding"]
 
 Folding = dict[str, tuple[int, int]]
-
-
-class FoldingError(LoweringError):
-    """A folding cannot be used (does not divide the layer, unknown layer, or no folding
-    fits the budget); the message names the layer and the valid choices."""
 
 
 @dataclass(frozen=True)

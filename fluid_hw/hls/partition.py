@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..errors import FluidError
+from ..errors import LoweringError
 from ..ir import dtypes
 from ..ir.program import Operator, Program
 from ..ir.prune import prune
@@ -36,11 +36,6 @@ def is_layout(op_type: str) -> bool:
     the op registry): no data moves in hardware, the lowering follows the order."""
     return op_has_category(op_type, "layout")
 _IO_OPS = ("feed", "fetch")
-
-
-class LoweringError(FluidError):
-    """A quantised program cannot be lowered to the FPGA accelerator as it is; the
-    message names the op or layer and what to change."""
 
 
 def main_input(op: Operator) -> str:

@@ -20,22 +20,16 @@ never constructs one itself.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
-from ..errors import FluidError, UnknownNameError
+from ..errors import PassError, unknown_name
 from ..ir.lod import LoDTensor
 from ..ir.program import Program
 from ..ir.scope import Scope
-
-
-class PassError(FluidError):
-    """A pass cannot run (a missing scope, executor or target) or produced an invalid
-    program.  The message names the pass and the fix."""
 
 
 class Runner(Protocol):
@@ -148,10 +142,7 @@ def get_pass(name: str, **options: Any) -> Pass:
     try:
         cls = _PASSES[name]
     except KeyError:
-        close = difflib.get_close_matches(name, _PASSES, n=3)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise UnknownNameError(f"unknown pass {name!r}.{hint} Known passes: "
-                               f"{', '.join(sorted(_PASSES))}") from None
+        raise unknown_name("pass", name, _PASSES) from None
     return cls(**options)
 
 

@@ -61,7 +61,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FluidError
+from ..errors import FluidError, QuantizationError
 from ..ir import dtypes
 from ..ir.ops.quant import MULTIPLIER_MAX, SHIFT_MAX, WEIGHT_DTYPE, quantized_dtype
 from ..ir.program import Block, Operator, Program, VarType
@@ -78,7 +78,7 @@ from ._graph import (
     rebuild_block,
     remove_unused_vars,
 )
-from .base import ParamStore, PassContext, PassError, Runner, get_pass, get_value
+from .base import ParamStore, PassContext, Runner, get_pass, get_value
 from .manager import PassManager, fixpoint
 
 __all__ = ["QuantConfig", "QuantizationError", "quantization_report", "quantize",
@@ -102,10 +102,6 @@ _SUPPORTED = ("fc / mul (activation none or relu, in_num_col_dims 1), conv2d / "
               "the channel axis (axis 1), test-mode batch_norm and elementwise_mul / add / "
               "sub / div by a per-channel constant (a per-channel affine), and every "
               "element-wise op (sigmoid, tanh, leaky_relu, clip, scale, ...) as a table")
-
-
-class QuantizationError(PassError):
-    """The program cannot be quantised as asked; the message names the op and the options."""
 
 
 @dataclass(frozen=True)

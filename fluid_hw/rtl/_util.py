@@ -9,16 +9,10 @@ from typing import Any
 import numpy as np
 from amaranth.lib import wiring
 
-from fluid_hw.errors import FluidError
+from fluid_hw.errors import HardwareConfigError
 
 __all__ = ["HardwareConfigError", "Component", "ceil_log2", "pack_lanes", "unpack_lanes",
            "to_signed", "as_int_array"]
-
-
-class HardwareConfigError(FluidError):
-    """A hardware component or stage was given parameters it cannot be built with
-    (folding that does not divide a dimension, mismatched stage shapes, ...).
-    The message names the component or stage and the fix."""
 
 
 class Component(wiring.Component):

@@ -8,14 +8,14 @@ Environment: ``FLUID_HW_CACHE`` (build cache, default ``~/.cache/fluid-hw``),
 lines).
 """
 
-from ._tools import BuildError, SimulationError, ToolNotFoundError
+from ._tools import BuildError, SimBuildError, SimulationError, ToolNotFoundError
 from .build import HarnessBuild, build_harness, build_harness_verilog
 from .cocotb_runner import CocotbResult, build_cocotb, run_cocotb
 from .harness import TIMESTAMP_DTYPE, Harness, RunResult, measure
 from .verilog import EmitResult, design_key, emit_verilog, write_design
 
 __all__ = [
-    "BuildError", "SimulationError", "ToolNotFoundError",
+    "SimBuildError", "BuildError", "SimulationError", "ToolNotFoundError",
     "HarnessBuild", "build_harness", "build_harness_verilog",
     "CocotbResult", "build_cocotb", "run_cocotb",
     "TIMESTAMP_DTYPE", "Harness", "RunResult", "measure",

@@ -11,24 +11,13 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from fluid_hw.errors import FluidError
+from fluid_hw.errors import SimBuildError, SimulationError, ToolNotFoundError
 
-__all__ = ["ToolNotFoundError", "SimulationError", "BuildError", "verilator", "verilator_env",
-           "ensure_yosys", "cache_dir", "log"]
+__all__ = ["ToolNotFoundError", "SimulationError", "SimBuildError", "BuildError", "verilator",
+           "verilator_env", "ensure_yosys", "cache_dir", "log"]
 
-
-class ToolNotFoundError(FluidError):
-    """A required external tool is missing; the message says what to install."""
-
-
-class BuildError(FluidError):
-    """An external build step (Verilog emission, Verilator, C++ compiler) failed; the
-    message holds the command and the end of its log."""
-
-
-class SimulationError(FluidError):
-    """A simulation did not complete: no progress (a hang), a protocol violation, or a
-    failing cocotb bench."""
+#: the name ``fluid_hw.sim`` gave :class:`~fluid_hw.errors.SimBuildError` before
+BuildError = SimBuildError
 
 
 @dataclass(frozen=True)

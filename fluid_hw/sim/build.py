@@ -28,7 +28,7 @@ from fluid_hw.rtl import MULT18X18D_SIM, TRELLIS_FF_SIM, AcceleratorTop
 
 from ._harness_cpp import HARNESS_CPP
 from ._tools import (
-    BuildError,
+    SimBuildError,
     ToolNotFoundError,
     cache_dir,
     log,
@@ -80,8 +80,8 @@ def _run(cmd: Sequence[str], cwd: Path, env: dict[str, str], what: str) -> None:
     (cwd / f"{what}.log").write_text(p.stdout + p.stderr)
     if p.returncode:
         tail = "\n".join((p.stdout + p.stderr).strip().splitlines()[-25:])
-        raise BuildError(f"{what} failed (exit {p.returncode}) in {cwd}:\n"
-                         f"$ {' '.join(cmd)}\n{tail}")
+        raise SimBuildError(f"{what} failed (exit {p.returncode}) in {cwd}:\n"
+                            f"$ {' '.join(cmd)}\n{tail}")
 
 
 def _make_vars(extra: dict[str, str]) -> list[str]:
@@ -186,7 +186,7 @@ def build_harness_verilog(verilog: str, info: dict[str, Any], *, trace: str | No
     text and its description (``AcceleratorTop.describe()``, i.e. a build folder's
     ``accelerator.v`` and ``design.json``).  Same cache and key as :func:`build_harness`."""
     if trace not in (None, "vcd", "fst"):
-        raise BuildError(f"trace must be None, 'vcd' or 'fst', not {trace!r}")
+        raise SimBuildError(f"trace must be None, 'vcd' or 'fst', not {trace!r}")
     if trace == "fst":
         _check_fst()
     name = info["name"]
@@ -219,9 +219,9 @@ def build_harness_verilog(verilog: str, info: dict[str, Any], *, trace: str | No
                      output="libharness.so", extra_args=[*extra, "-CFLAGS", "-fPIC",
                                                          "-LDFLAGS", "-shared"],
                      runtime_tag=f"pic-{trace}")
-        except BuildError as e:
+        except SimBuildError as e:
             keep_failed(work, final)
-            raise BuildError(f"{e}\n(the build is kept in {final}.failed)") from None
+            raise SimBuildError(f"{e}\n(the build is kept in {final}.failed)") from None
         slim(work)
         shutil.rmtree(final, ignore_errors=True)
         os.replace(work, final)

@@ -26,7 +26,7 @@ import numpy as np
 from fluid_hw.rtl import AcceleratorTop
 
 from ._tools import (
-    BuildError,
+    SimBuildError,
     SimulationError,
     ToolNotFoundError,
     cache_dir,
@@ -124,8 +124,8 @@ def build_cocotb(top: AcceleratorTop) -> Path:
             tail = "\n".join((work / "build.log").read_text().splitlines()[-25:]) \
                 if (work / "build.log").exists() else ""
             keep_failed(work, final)
-            raise BuildError(f"cocotb/Verilator build of {top.name!r} failed: {e}\n{tail}\n"
-                             f"(the build is kept in {final}.failed)") from e
+            raise SimBuildError(f"cocotb/Verilator build of {top.name!r} failed: {e}\n{tail}\n"
+                                f"(the build is kept in {final}.failed)") from e
         slim(work)
         (work / "ok").write_text("")
         shutil.rmtree(final, ignore_errors=True)

@@ -30,7 +30,7 @@ import fluid_hw.rtl as rtl
 from fluid_hw.fileio import atomic_write
 from fluid_hw.rtl import AcceleratorTop, emit_c_header, emit_markdown
 
-from ._tools import BuildError, cache_dir, ensure_yosys, log
+from ._tools import SimBuildError, cache_dir, ensure_yosys, log
 
 __all__ = ["emit_verilog", "design_files", "write_design", "design_key", "EmitResult",
            "YOSYS_SCRIPT"]
@@ -84,7 +84,7 @@ def emit_verilog(top: AcceleratorTop, *, use_cache: bool = True) -> EmitResult:
                       "write_verilog -norename"]
             text = yosys.run(["-q", "-"], "\n".join(script), ignore_warnings=True)
     except Exception as e:  # Yosys or Amaranth failure: name the design
-        raise BuildError(f"Verilog emission of {top.name!r} failed: {e}") from e
+        raise SimBuildError(f"Verilog emission of {top.name!r} failed: {e}") from e
     seconds = time.perf_counter() - t0
     d.mkdir(parents=True, exist_ok=True)
     atomic_write(path, text.encode(), durable=False)  # concurrent emitters never see half

@@ -27,21 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import ExecutionError, FluidError
+from ...errors import ExecutionError, NoCUDADeviceError, ToolNotFoundError
 from .codegen import KernelSource
 
 __all__ = [
     "CuPyRuntime", "DeviceRuntime", "HostShimRuntime", "NoCUDADeviceError", "SHIM_HEADER",
     "ToolNotFoundError", "compile_ptx", "cuda_available", "device_count", "require_device",
 ]
-
-
-class NoCUDADeviceError(ExecutionError):
-    """A CUDAPlace was used where no CUDA device (or no CuPy) is available."""
-
-
-class ToolNotFoundError(FluidError):
-    """An external tool (nvcc, a C++ compiler) is missing."""
 
 
 BLOCK = 256

@@ -11,14 +11,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import FluidError, unknown_name
+from ...errors import BuildError, unknown_name
 
 __all__ = ["Step", "run_steps", "log", "BuildError"]
-
-
-class BuildError(FluidError):
-    """A build step cannot go on; the message names the step, the file or layer, and
-    the fix."""
 
 
 def log(tool: str, msg: str) -> None:

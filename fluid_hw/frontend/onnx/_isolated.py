@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from ...errors import FluidError
+from ...errors import OnnxWorkerError as IsolatedFailure
 from . import _onnx_worker as proto
 
 #: seconds one check may take
@@ -35,14 +35,6 @@ TIMEOUT_S = 120.0
 #: ``MEMORY_PER_MODEL_BYTE`` bytes per byte of the model
 MEMORY_BASE = 2 << 30
 MEMORY_PER_MODEL_BYTE = 4
-
-
-class IsolatedFailure(FluidError):
-    """The worker crashed, ran out of memory or of time: ``reason`` says which."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 class Answer:

@@ -16,14 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import FluidError
+from ...errors import OnnxUnsupportedError as Unsupported
 from ._dtypes import np_dtype_of
 
 Dim = int | str  # a known extent, or a symbol naming a run-time one
-
-
-class Unsupported(FluidError):
-    """A node cannot be converted; the importer collects these and reports them all."""
 
 
 @dataclass
