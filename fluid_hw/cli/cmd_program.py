@@ -18,7 +18,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from ..drivers.build_dir import NAMES
 from ..errors import FluidError
+from ..fileio import read_file
 
 
 def _locate(build_dir: Path, board_name: str | None,
@@ -31,14 +33,16 @@ def _locate(build_dir: Path, board_name: str | None,
     name: str | None = board_name
     file: str | None = bitstream
     result = build_dir / RESULT_FILE
-    report = build_dir / "report.json"
+    report = build_dir / NAMES["report"]
     for path in (result, report):
         if (name and file) or not path.is_file():
             continue
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as e:
+        try:  # bounded: no FIFO or /dev/zero behind a build file
+            data = json.loads(read_file(path, kind="program"))
+        except (ValueError, UnicodeDecodeError) as e:
             raise FluidError(f"{path} is not valid JSON: {e}") from None
+        if not isinstance(data, dict):
+            raise FluidError(f"{path} is not a JSON object; rebuild the bitstream")
         if path == result:
             name = name or data.get("board")
             file = file or Path(data.get("bitstream", "")).name or None

@@ -10,6 +10,7 @@ this flow (quantise -> FPGA -> bitstream -> report).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,7 @@ from fluid_hw.backends.fpga import (
     write_report_html,
 )
 from fluid_hw.datasets import load_digits_split
+from fluid_hw.fileio import atomic_write
 from fluid_hw.frontend import models
 from fluid_hw.passes import QuantConfig, quantization_report, quantize
 
@@ -53,7 +55,7 @@ def plot_losses(hist: History, path: Path, title: str) -> None:
                  color="tab:green", marker=".", label="test accuracy")
         ax2.set_ylabel("test accuracy")
     fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")  # per process
     fig.savefig(tmp, dpi=100)
     plt.close(fig)
     tmp.replace(path)
@@ -176,9 +178,9 @@ def run_demo(out_dir: str, epochs: int = 30, board: str | None = "ulx3s-85f",
     html = write_report_html(build)
     report = read_report(build)
     summary = _summary(acc, acc_q, report)
-    (out / "metrics.json").write_text(json.dumps(
+    atomic_write(out / "metrics.json", (json.dumps(
         {"accuracy": {"float": acc, "golden_int8": acc_q}, "loss_per_epoch": hist.losses},
-        indent=2) + "\n")
+        indent=2) + "\n").encode())
     print("\n== summary ==")
     print(summary)
     print(f"\nbuild folder: {build} (report.json, report.html, accelerator.v, registers.md, "

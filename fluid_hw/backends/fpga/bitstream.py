@@ -555,7 +555,7 @@ class BoardSimulation:
 
     def __init__(self, build_dir: str | os.PathLike[str], *, board: str | Board | None = None,
                  divisor: int = 8, progress: Progress = print_progress) -> None:
-        if (Path(build_dir) / "segments.json").exists():
+        if BuildDir(build_dir).is_regioned:
             from .bitstream_regions import read_regions
 
             builds = read_regions(build_dir)
