@@ -43,7 +43,14 @@ from .build_dir import (
 )
 from .host_side import feed_dict, read_host_program
 from .regions import RegionedAccelerator
-from .transport import DriverError, ParamImage, StreamResult, Transport, get_transport
+from .transport import (
+    DriverError,
+    ParamImage,
+    StreamResult,
+    Transport,
+    check_param_image,
+    get_transport,
+)
 
 __all__ = ["Accelerator", "HostInfo", "RunRecord", "load_param_image", "save_param_image",
            "ACCEL_ID"]
@@ -182,14 +189,20 @@ class Accelerator:
     def load(self, image: ParamImage | str | os.PathLike[str] | None = None) -> int:
         """Load runtime weights: the build's ``weights.npz`` (default), another image
         file, or an image (``(word address, uint32 words)`` segments, e.g. from
-        ``fluid_hw.backends.fpga.param_image``).  Returns the words written."""
+        ``fluid_hw.backends.fpga.param_image``); each of its segments must be a whole
+        parameter memory of this design (:func:`~.transport.check_param_image`).
+        Returns the words written."""
         if self.host.weights != "runtime":
             raise DriverError(f"{self.build_dir} has constant weights built into the design; "
                               "compile with --weights runtime to load weights")
+        source = "the parameter image"
         if image is None:
+            source = str(BuildDir(self.build_dir).file("weights"))
             image = BuildDir(self.build_dir).weights()
         if isinstance(image, str | os.PathLike):
+            source = str(image)
             image = load_param_image(image)
+        check_param_image(self.info, image, source)
         return self.transport.load_params(image)
 
     def counters(self) -> dict[str, int]:

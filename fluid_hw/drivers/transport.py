@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FluidError, unknown_name
+from ..errors import DriverError, unknown_name
 
 __all__ = ["DriverError", "StreamResult", "Transport", "ParamImage", "COUNTERS",
-           "register_transport", "get_transport", "transport_names"]
+           "register_transport", "get_transport", "transport_names", "check_param_image"]
 
 #: uint32 words per segment, as ``(first word address, words)``
 ParamImage = Sequence[tuple[int, np.ndarray]]
@@ -39,9 +39,26 @@ COUNTERS = ("BUSY_CYCLES", "INFERENCES", "INPUTS", "IN_STALL_CYCLES", "IN_STARVE
             "OUT_STALL_CYCLES")
 
 
-class DriverError(FluidError):
-    """The host could not use an accelerator: a missing or inconsistent build folder,
-    a design that does not match, a register access that failed."""
+def check_param_image(info: dict[str, Any], image: ParamImage, source: str) -> None:
+    """Refuse an image whose segments are not whole parameter memories of the design
+    ``info`` (``design.json``): one made for another design, folding or model."""
+    segs = {int(s["base"]): s for s in info.get("param_segments", [])}
+    fix = ("the image was made for another design; make one for this build with "
+           "fluid_hw.backends.fpga.param_image_for(BUILD, values), or recompile the model "
+           "with --weights runtime for its weights.npz")
+    for k, (base, words) in enumerate(image):
+        seg = segs.get(int(base))
+        if seg is None:
+            starts = ", ".join(f"0x{b:X}" for b in sorted(segs)) or "none"
+            raise DriverError(f"{source}: segment {k} starts at word 0x{int(base):X}, where "
+                              f"no parameter memory of {info.get('name')!r} starts (they "
+                              f"start at {starts}); {fix}")
+        n, want = np.shape(words), seg["depth"] * seg["words_per_entry"]
+        if n != (want,):
+            raise DriverError(
+                f"{source}: segment {k} (stage {seg['stage']!r}, its {seg['kind']} memory "
+                f"{seg['pe']}) holds {list(n)} words, but that memory takes {want} "
+                f"({seg['depth']} entries of {seg['words_per_entry']} words); {fix}")
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,10 @@
 then one requantisation, ``out = clamp((sum * m + 2^(n-1)) >> n, lo, 127)`` with the
 multiplier ``m`` and shift ``n`` of the program's ``requantize`` (which carries the
 division by the window size and the change of scale; no divider in hardware).  The
-image streams HWC; lanes follow the producer (``lanes=None``)."""
+image streams HWC; lanes follow the producer (``lanes=None``).
+``weights_mode="runtime"``: the multiplier and shift are loaded through the register
+map (one segment of one requantisation entry, bias 0, written into every lane's
+copy)."""
 
 from __future__ import annotations
 
@@ -12,13 +15,14 @@ from typing import Any
 import numpy as np
 
 from ._util import HardwareConfigError
-from .spec import _FollowLanes, _window_bound, _WindowMixin, structure_lanes
+from .requant import PARAM_ENTRY_BITS, requant_entries
+from .spec import _FollowLanes, _ModeMixin, _window_bound, _WindowMixin, structure_lanes
 
 __all__ = ["AvgPoolSpec"]
 
 
 @dataclass(eq=False)
-class AvgPoolSpec(_WindowMixin, _FollowLanes):
+class AvgPoolSpec(_WindowMixin, _FollowLanes, _ModeMixin):
     """Window sum + requantisation on an int8 image of ``in_shape = (C, H, W)``."""
 
     name: str
@@ -30,6 +34,7 @@ class AvgPoolSpec(_WindowMixin, _FollowLanes):
     shift: int = 0
     relu: bool = False
     lanes: int | None = None
+    weights_mode: str = "const"
 
     kind = "avgpool"
     op = "pool2d"
@@ -46,6 +51,7 @@ class AvgPoolSpec(_WindowMixin, _FollowLanes):
         n = self.name
         self._check_window()
         self._check_lanes("channels")
+        self._check_mode()
         if not 0 <= self.multiplier <= 2**15 - 1 or not 0 <= self.shift <= 47:
             raise HardwareConfigError(f"stage {n!r}: multiplier {self.multiplier} must be in "
                                       f"[0, 2^15 - 1] and shift {self.shift} in [0, 47]")
@@ -54,7 +60,8 @@ class AvgPoolSpec(_WindowMixin, _FollowLanes):
             raise HardwareConfigError(f"stage {n!r}: a {kh}x{kw} window sum can overflow int32")
 
     def structure(self) -> dict[str, Any]:
-        return {**self._window_structure(), "relu": self.relu, "lanes": self.lanes}
+        return {**self._window_structure(), "relu": self.relu, "lanes": self.lanes,
+                **self._mode_structure()}
 
     def params(self) -> dict[str, Any]:
         return {"multiplier": self.multiplier, "shift": self.shift}
@@ -63,13 +70,25 @@ class AvgPoolSpec(_WindowMixin, _FollowLanes):
     def from_structure(cls, st: dict[str, Any]) -> AvgPoolSpec:
         return cls(st["name"], tuple(st["in_shape"]), kernel=tuple(st["kernel"]),  # type: ignore
                    stride=tuple(st["stride"]), padding=tuple(st["padding"]),
-                   relu=bool(st.get("relu")), lanes=structure_lanes(st))
+                   relu=bool(st.get("relu")), lanes=structure_lanes(st),
+                   weights_mode=st.get("mode", "const"))
 
     def component(self, lanes: tuple[int, int], ff_style: str) -> Any:
         from .pool import AvgPool
 
+        if self.runtime:
+            return AvgPool(self.name, self.geometry, lanes[0], relu=self.relu, runtime=True,
+                           ff_style=ff_style)
         return AvgPool(self.name, self.geometry, lanes[0], multiplier=self.multiplier,
                        shift=self.shift, relu=self.relu, ff_style=ff_style)
+
+    def param_memories(self) -> list[tuple[str, int, int, int]]:
+        """One requantisation entry, written into every lane's copy."""
+        return [("requant", 0, 1, PARAM_ENTRY_BITS)] if self.runtime else []
+
+    def param_entries(self) -> list[list[int]]:
+        return [requant_entries(f"stage {self.name!r}", 1, None, np.array([self.multiplier]),
+                                np.array([self.shift]))]
 
     def model(self, x: np.ndarray) -> np.ndarray:
         from .pool import avgpool_model

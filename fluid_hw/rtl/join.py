@@ -30,25 +30,54 @@ the low bits): stage 1 the multipliers' input registers (``ff_style`` as
 :func:`._dsp.dsp_product`), 4 ``(P_big + rnd) >> d``, 5 the sum, 6 the shift and
 clamp; then a :class:`~.stream.CreditQueue`, so ``o.valid`` never depends on any
 ``ready``.  One beat per cycle.
+
+``runtime=True``: the multipliers and shifts are loaded at run time instead, through
+``wr`` (:func:`~._mem.ParamWriteSignature` with one memory of one entry; the load
+format, :func:`join_entry`: bits 14..0 ``ma``, 30..16 ``mb``, 37..32 ``na``, 45..40
+``nb``).  The shifts are then variable, and narrow: since ``|P| < 2^22``,
+
+* ``n_small >= 24`` makes both terms smaller than 1/4, so ``r = 0`` (the multipliers
+  are taken as 0);
+* else a shift difference ``d`` beyond 23 acts as 23 (``P_big >> d`` is then 0 or -1
+  whatever ``d``; with ``n_small = 0`` the rounded ``P_big >> d`` is 0), and with
+  ``dc = min(d, 23)``::
+
+    r = (((P_big + h) >> dc) + P_small + k) >> n_small
+    h = 2^(dc-1) if n_small = 0 and dc > 0 else 0,   k = 2^(n_small-1) if n_small > 0 else 0
+
+  (the rounding term ``2^(n_big-1)`` is ``2^(n_small-1) * 2^dc`` when ``n_small > 0``,
+  so it passes the first shift whole), all in 26 bits.
+
+Registers shared by the lanes take, as the entry is written, which input is the big
+one, both multipliers in that order, ``dc``, ``n_small``, ``h`` and ``k``.  Stage 1
+takes the big input's byte into the first multiplier, 2-3 the products, 4 ``P_big +
+h`` and ``P_small + k``, 5 the shift by ``dc``, 6 the sum, 7 the shift by ``n_small``,
+8 the clamp: :data:`ADD_JOIN_RUNTIME_LATENCY` cycles.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from amaranth import Cat, Const, Module, Mux, Signal, signed
+from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ._dsp import dsp_product
 from ._ff import check_ff_style, copy_register
+from ._mem import ParamWriteSignature
 from ._util import Component, HardwareConfigError
 from .stream import CreditQueue, credit_depth
 
-__all__ = ["AddJoin", "add_join_model", "ADD_JOIN_LATENCY"]
+__all__ = ["AddJoin", "add_join_model", "join_entry", "ADD_JOIN_LATENCY",
+           "ADD_JOIN_RUNTIME_LATENCY", "JOIN_ENTRY_BITS"]
 
 #: cycles from a beat's transfer on ``a``/``b`` to its result being written into the
 #: output queue; the queue adds :attr:`~.stream.CreditQueue.latency` more to ``o.valid``
 ADD_JOIN_LATENCY = 6
+#: the same with the multipliers and shifts loaded at run time (variable shifts)
+ADD_JOIN_RUNTIME_LATENCY = 8
+#: bits of the runtime parameter entry (:func:`join_entry`)
+JOIN_ENTRY_BITS = 46
 
 
 def _check(name: str, ma: object, na: object, mb: object, nb: object) -> None:
@@ -57,6 +86,12 @@ def _check(name: str, ma: object, na: object, mb: object, nb: object) -> None:
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v <= hi:
             raise HardwareConfigError(f"{name}: {what} must be an integer in [0, {hi}], "
                                       f"got {v!r}")
+
+
+def join_entry(name: str, ma: int, na: int, mb: int, nb: int) -> int:
+    """The runtime parameter entry (the load format) of a join, after checking ranges."""
+    _check(name, ma, na, mb, nb)
+    return int(ma) | int(mb) << 16 | int(na) << 32 | int(nb) << 40
 
 
 def add_join_model(a: np.ndarray, b: np.ndarray, ma: int, na: int, mb: int, nb: int,
@@ -78,23 +113,35 @@ def add_join_model(a: np.ndarray, b: np.ndarray, ma: int, na: int, mb: int, nb: 
 
 class AddJoin(Component):
     """Element-wise ``a + b`` of two int8 streams of ``lanes`` lanes, rescaled and
-    saturated as the module docstring states.  ``latency``: :data:`ADD_JOIN_LATENCY`
-    (to the output queue); ``queue_depth``: the credit queue's entries."""
+    saturated as the module docstring states (``runtime``: the multipliers and shifts
+    loaded through ``wr``).  ``latency``: :data:`ADD_JOIN_LATENCY` or
+    :data:`ADD_JOIN_RUNTIME_LATENCY` (to the output queue); ``queue_depth``: the credit
+    queue's entries."""
 
-    def __init__(self, name: str, lanes: int, *, ma: int, na: int, mb: int, nb: int,
-                 relu: bool = False, ff_style: str = "plain") -> None:
+    def __init__(self, name: str, lanes: int, *, ma: int | None = None, na: int | None = None,
+                 mb: int | None = None, nb: int | None = None, relu: bool = False,
+                 runtime: bool = False, ff_style: str = "plain") -> None:
         check_ff_style(name, ff_style)
         if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 1:
             raise HardwareConfigError(f"join {name!r}: lanes must be an integer >= 1, "
                                       f"got {lanes!r}")
-        _check(f"join {name!r}", ma, na, mb, nb)
         self.name, self.lanes, self.relu, self.ff_style = name, lanes, relu, ff_style
-        self.ma, self.na, self.mb, self.nb = int(ma), int(na), int(mb), int(nb)
-        self.latency = ADD_JOIN_LATENCY
+        self.runtime = runtime
+        members = {"a": In(stream.Signature(8 * lanes)), "b": In(stream.Signature(8 * lanes)),
+                   "o": Out(stream.Signature(8 * lanes))}
+        if runtime:
+            self.ma = self.na = self.mb = self.nb = None
+            self.latency = ADD_JOIN_RUNTIME_LATENCY
+            members["wr"] = In(ParamWriteSignature(1, 1, JOIN_ENTRY_BITS))
+        else:
+            if None in (ma, na, mb, nb):
+                raise HardwareConfigError(f"join {name!r}: give ma, na, mb and nb, or "
+                                          "runtime=True to load them through wr")
+            _check(f"join {name!r}", ma, na, mb, nb)
+            self.ma, self.na, self.mb, self.nb = int(ma), int(na), int(mb), int(nb)  # type: ignore[arg-type]
+            self.latency = ADD_JOIN_LATENCY
         self.queue_depth = credit_depth(self.latency, 1)
-        super().__init__({"a": In(stream.Signature(8 * lanes)),
-                          "b": In(stream.Signature(8 * lanes)),
-                          "o": Out(stream.Signature(8 * lanes))})
+        super().__init__(members)
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -110,30 +157,45 @@ class AddJoin(Component):
         m.d.comb += valid[0].eq(go)
         for i in range(lat):
             m.d.sync += valid[i + 1].eq(valid[i])
-        outs = [self._lane(m, lane, valid) for lane in range(self.lanes)]
+        if self.runtime:
+            prm = self._params(m)
+            outs = [self._runtime_lane(m, lane, valid, prm) for lane in range(self.lanes)]
+        else:
+            outs = [self._lane(m, lane, valid) for lane in range(self.lanes)]
         m.d.comb += [q.w_valid.eq(valid[lat]), q.w_data.eq(Cat(*outs))]
         wiring.connect(m, q.o, wiring.flipped(self.o))
         return m
 
+    def _reg(self, m: Module, valid: list[Signal], lane: int, stage: int, shape: object,
+             value: object, tag: str) -> Signal:
+        """Register of pipeline stage ``stage``, loaded when its input is valid."""
+        r = Signal(shape, name=f"l{lane}_{tag}")
+        with m.If(valid[stage - 1]):
+            m.d.sync += r.eq(value)
+        return r
+
+    def _product(self, m: Module, valid: list[Signal], lane: int, x: Value, k: Value,
+                 tag: str) -> Signal:
+        """Stages 1-3: input register, product, second product register."""
+        x1 = copy_register(m, x, valid[0], f"l{lane}_{tag}1", self.ff_style).as_signed()
+        if self.ff_style == "trellis":  # the DSP's own input and output registers
+            return dsp_product(m, x1, k, f"l{lane}_m{tag}")[0:24].as_signed()
+        p2 = self._reg(m, valid, lane, 2, signed(24), x1 * k, f"p{tag}2")
+        return self._reg(m, valid, lane, 3, signed(24), p2, f"p{tag}3")
+
+    def _clamp(self, r: Value) -> Value:
+        lo = 0 if self.relu else -128
+        return Mux(r > 127, 127, Mux(r < lo, lo, r[0:8]))
+
     def _lane(self, m: Module, lane: int, valid: list[Signal]) -> Signal:
         def reg(stage: int, shape: object, value: object, tag: str) -> Signal:
-            """Register of pipeline stage ``stage``, loaded when its input is valid."""
-            r = Signal(shape, name=f"l{lane}_{tag}")
-            with m.If(valid[stage - 1]):
-                m.d.sync += r.eq(value)
-            return r
+            return self._reg(m, valid, lane, stage, shape, value, tag)
 
-        def product(port: stream.Interface, mult: int, tag: str) -> Signal:
-            """Stages 1-3: input register, product, second product register."""
-            x1 = copy_register(m, port.payload.word_select(lane, 8), valid[0],
-                               f"l{lane}_{tag}1", self.ff_style).as_signed()
-            k = Const(mult, signed(16))
-            if self.ff_style == "trellis":  # the DSP's own input and output registers
-                return dsp_product(m, x1, k, f"l{lane}_m{tag}")[0:24].as_signed()
-            p2 = reg(2, signed(24), x1 * k, f"p{tag}2")
-            return reg(3, signed(24), p2, f"p{tag}3")
-
-        pa3, pb3 = product(self.a, self.ma, "a"), product(self.b, self.mb, "b")
+        pa3 = self._product(m, valid, lane, self.a.payload.word_select(lane, 8),
+                            Const(self.ma, signed(16)), "a")
+        pb3 = self._product(m, valid, lane, self.b.payload.word_select(lane, 8),
+                            Const(self.mb, signed(16)), "b")
+        assert self.na is not None and self.nb is not None
         if self.na >= self.nb:
             (p_big, n_big), (p_small, n_small) = (pa3, self.na), (pb3, self.nb)
         else:
@@ -146,6 +208,46 @@ class AddJoin(Component):
         s5 = reg(5, signed(max(len(big4), 24) + 1), big4 + small4, "s5")
         r5 = Signal(signed(max(9, len(s5) - n_small)), name=f"l{lane}_r5")
         m.d.comb += r5.eq(s5 >> n_small)
-        lo = 0 if self.relu else -128
-        clamped = Mux(r5 > 127, 127, Mux(r5 < lo, lo, r5[0:8]))
-        return reg(6, 8, clamped, "out6")
+        return reg(6, 8, self._clamp(r5), "out6")
+
+    def _params(self, m: Module) -> dict[str, Signal]:
+        """Registers derived from the entry as it is written (static while streaming; see
+        the module docstring)."""
+        data = self.wr.data
+        ma, mb, na, nb = data[0:15], data[16:31], data[32:38], data[40:46]
+        swap = nb > na  # b has the larger shift: b is the big input
+        n_small = Mux(swap, na, nb)
+        d = Mux(swap, nb - na, na - nb)[0:6]
+        zero = n_small >= 24
+        dc = Mux(d > 23, 23, d)[0:5]
+        prm = {"swap": Signal(name="swap"), "m_big": Signal(signed(16), name="m_big"),
+               "m_small": Signal(signed(16), name="m_small"), "dc": Signal(5, name="dc"),
+               "ns": Signal(5, name="ns"), "h": Signal(23, name="h"),
+               "k": Signal(23, name="k")}
+        with m.If(self.wr.en[0]):
+            m.d.sync += [
+                prm["swap"].eq(swap),
+                prm["m_big"].eq(Mux(zero, 0, Mux(swap, mb, ma))),
+                prm["m_small"].eq(Mux(zero, 0, Mux(swap, ma, mb))),
+                prm["dc"].eq(Mux(zero, 0, dc)), prm["ns"].eq(Mux(zero, 0, n_small[0:5])),
+                prm["h"].eq(Mux(zero | (n_small != 0), 0, (Const(1, 24) << dc) >> 1)),
+                prm["k"].eq(Mux(zero, 0, (Const(1, 24) << n_small[0:5]) >> 1)),
+            ]
+        return prm
+
+    def _runtime_lane(self, m: Module, lane: int, valid: list[Signal],
+                      prm: dict[str, Signal]) -> Signal:
+        def reg(stage: int, shape: object, value: object, tag: str) -> Signal:
+            return self._reg(m, valid, lane, stage, shape, value, tag)
+
+        a, b = self.a.payload.word_select(lane, 8), self.b.payload.word_select(lane, 8)
+        swap = prm["swap"]
+        p_big = self._product(m, valid, lane, Mux(swap, b, a), prm["m_big"], "g")
+        p_small = self._product(m, valid, lane, Mux(swap, a, b), prm["m_small"], "s")
+        u4 = reg(4, signed(25), p_big + prm["h"], "u4")
+        s4 = reg(4, signed(25), p_small + prm["k"], "s4")
+        q5 = reg(5, signed(25), u4 >> prm["dc"], "q5")
+        s5 = reg(5, signed(25), s4, "s5")
+        t6 = reg(6, signed(26), q5 + s5, "t6")
+        r7 = reg(7, signed(26), t6 >> prm["ns"], "r7")
+        return reg(8, 8, self._clamp(r7), "out8")

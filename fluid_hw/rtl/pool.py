@@ -21,8 +21,9 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ._ff import check_ff_style
+from ._mem import ParamWriteSignature
 from ._util import Component, HardwareConfigError
-from .requant import REQUANT_LATENCY, Requantiser, requantize_model
+from .requant import PARAM_ENTRY_BITS, REQUANT_LATENCY, Requantiser, requantize_model
 from .stream import CreditQueue, SkidBuffer
 from .swg import SlidingWindow, WindowGeometry, swg_model
 
@@ -166,10 +167,16 @@ class AvgPool(Component):
     """Average pooling over ``geom`` with ``lanes`` channels per beat: window sums
     (zero padding) requantised with ``multiplier`` and ``shift`` (the contract of
     :func:`~.requant.requantize_model`, no bias).  ``latency``:
-    :data:`AVGPOOL_LATENCY`."""
+    :data:`AVGPOOL_LATENCY`.
 
-    def __init__(self, name: str, geom: WindowGeometry, lanes: int, *, multiplier: int,
-                 shift: int, relu: bool = False, ff_style: str = "plain") -> None:
+    ``runtime=True``: the multiplier and shift are loaded at run time instead, through
+    ``wr`` (:func:`~._mem.ParamWriteSignature` with one memory of one entry, the
+    requantiser's 54-bit entry with bias 0); every lane's requantiser holds a copy (a
+    one-entry memory: registers) and takes every write."""
+
+    def __init__(self, name: str, geom: WindowGeometry, lanes: int, *,
+                 multiplier: int | None = None, shift: int | None = None,
+                 relu: bool = False, runtime: bool = False, ff_style: str = "plain") -> None:
         c = geom.channels
         if lanes < 1 or c % lanes:
             raise HardwareConfigError(
@@ -177,15 +184,26 @@ class AvgPool(Component):
         check_ff_style(f"average pool {name!r}", ff_style)
         geom.check(f"average pool {name!r}")
         self.name, self.geom, self.lanes = name, geom, lanes
-        self.multiplier, self.shift, self.relu = int(multiplier), int(shift), relu
+        self.relu, self.runtime = relu, runtime
         self.latency = AVGPOOL_LATENCY
-        # the requantiser first: it checks the multiplier and shift
-        self.requant = Requantiser(name, lanes, c, multiplier=[self.multiplier] * c,
-                                   shift=[self.shift] * c, relu=relu, ff_style=ff_style)
+        members = {"i": In(stream.Signature(8 * lanes)), "o": Out(stream.Signature(8 * lanes))}
+        if runtime:
+            self.multiplier = self.shift = None
+            # one parameter entry per lane (the same for every channel)
+            self.requant = Requantiser(name, lanes, lanes, relu=relu, runtime=True,
+                                       ff_style=ff_style)
+            members["wr"] = In(ParamWriteSignature(1, 1, PARAM_ENTRY_BITS))
+        else:
+            if multiplier is None or shift is None:
+                raise HardwareConfigError(f"average pool {name!r}: give the multiplier and "
+                                          "shift, or runtime=True to load them through wr")
+            self.multiplier, self.shift = int(multiplier), int(shift)
+            # the requantiser first: it checks the multiplier and shift
+            self.requant = Requantiser(name, lanes, c, multiplier=[self.multiplier] * c,
+                                       shift=[self.shift] * c, relu=relu, ff_style=ff_style)
         self.swg = SlidingWindow(name, geom, lanes, order="ckk", pad_value=0)
         self.reduce = SumReduce(lanes, geom.kernel[0] * geom.kernel[1])
-        super().__init__({"i": In(stream.Signature(8 * lanes)),
-                          "o": Out(stream.Signature(8 * lanes))})
+        super().__init__(members)
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -196,4 +214,8 @@ class AvgPool(Component):
         wiring.connect(m, self.swg.o, self.reduce.i)
         wiring.connect(m, self.reduce.o, self.requant.i)
         wiring.connect(m, self.requant.o, wiring.flipped(self.o))
+        if self.runtime:
+            wr = self.requant.pipe.wr
+            m.d.comb += [wr.en.eq(self.wr.en[0].replicate(self.lanes)), wr.addr.eq(0),
+                         wr.data.eq(self.wr.data)]
         return m

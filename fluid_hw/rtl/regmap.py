@@ -153,6 +153,21 @@ def design_constants(info: dict[str, Any]) -> dict[str, int]:
     }
 
 
+#: registers.md's description of each kind of parameter segment's entries
+_ENTRY_FORMATS = {
+    "weights": "Weight entries: `simd` int8 lanes, lane 0 in the lowest byte of the first "
+               "word. ",
+    "requant": "Requantisation entries: word 0 bias (int32), word 1 multiplier "
+               "(bits 15..0) | shift << 16 (an average pool: one entry, bias 0, for every "
+               "channel). ",
+    "table": "Table entries: one word each, the int8 output (bits 7..0) for the input "
+             "whose unsigned byte is the entry's index (entry 0: input 0, entry 128: "
+             "input -128); every lane's copy of the table takes the write. ",
+    "join": "Join entries: word 0 `ma` (bits 14..0) | `mb` << 16, word 1 `na` "
+            "(bits 5..0) | `nb` << 8: the multipliers and shifts of inputs a and b. ",
+}
+
+
 def emit_markdown(regs: Sequence[Register], info: dict[str, Any]) -> str:
     """``registers.md``: the register table, fields, bus rules, stream formats and, for
     runtime parameters, the load layout.  ``info`` is ``AcceleratorTop.describe()``."""
@@ -233,11 +248,11 @@ def emit_markdown(regs: Sequence[Register], info: dict[str, Any]) -> str:
               "| AXI4-Lite transaction under way | dropped | answered | answered |"]
     segs = info.get("param_segments", [])
     if segs:
+        kinds = {s["kind"] for s in segs}
         lines += ["", "## Runtime parameter layout", "",
                   "Write PARAM_ADDR, then the words of a segment to PARAM_DATA in order. "
-                  "Weight entries: `simd` int8 lanes, lane 0 in the lowest byte of the "
-                  "first word. Requantisation entries: word 0 bias (int32), word 1 "
-                  "multiplier (bits 15..0) | shift << 16. A write past a segment's "
+                  + "".join(text for kind, text in _ENTRY_FORMATS.items() if kind in kinds)
+                  + "A write past a segment's "
                   "words, into the gap before the next segment, or at or beyond "
                   "PARAM_WORDS answers SLVERR and writes nothing.", "",
                   "The build's `weights.npz` holds this image: a NumPy `.npz` (no pickled "

@@ -9,9 +9,11 @@
 * Images stream in HWC order (channel fastest) into and out of every image stage; a
   fully-connected stage after one takes its input in that order too, so its weight
   columns must be permuted from CHW (:func:`hwc_order`).
-* ``weights_mode="runtime"``: weights, bias, multiplier and shift are not built into
-  the hardware but loaded through the AXI4-Lite window (:func:`param_image`); the
-  arrays given here, if any, are the values the host loads by default.
+* ``weights_mode="runtime"``: weights, bias, multiplier and shift (a table's entries, a
+  join's multipliers and shifts) are not built into the hardware but loaded through
+  the AXI4-Lite window (:func:`param_image`, from each stage's
+  :meth:`~StageSpec.param_memories` and :meth:`~StageSpec.param_entries`); the arrays
+  given here, if any, are the values the host loads by default.
 """
 
 from __future__ import annotations
@@ -144,6 +146,18 @@ class StageSpec:
     def macs(self) -> int:
         """Multiply-accumulates per inference (0 for stages without multipliers)."""
         return 0
+
+    def param_memories(self) -> list[tuple[str, int, int, int]]:
+        """The memories a runtime stage loads through the register map, in the order of
+        its component's ``wr.en`` bits: ``(kind, index, depth, entry_bits)`` each
+        (``kind`` names the entry format in registers.md, ``index`` the PE or lane).
+        Empty for a stage whose parameters are built in."""
+        return []
+
+    def param_entries(self) -> list[list[int]]:
+        """The entries of each of :meth:`param_memories` from the spec's current arrays
+        (the load format)."""
+        return []
 
     @classmethod
     def from_structure(cls, st: dict[str, Any]) -> StageSpec:
@@ -389,6 +403,17 @@ class _MatrixMixin(StageSpec):
         return requant_entries(self.name, self.mh, self.bias,
                                self.multiplier if self.requantize else None,
                                self.shift if self.requantize else None)
+
+    def param_memories(self) -> list[tuple[str, int, int, int]]:
+        """Per PE its weights, then per PE its requantisation parameters."""
+        if not self.runtime:
+            return []
+        return ([("weights", p, self.nf * self.sf, 8 * self.simd) for p in range(self.pe)]
+                + [("requant", p, self.nf, PARAM_ENTRY_BITS) for p in range(self.pe)])
+
+    def param_entries(self) -> list[list[int]]:
+        rq = self.requant_entries()
+        return [*self.weight_entries(), *(rq[p::self.pe] for p in range(self.pe))]
 
 
 @dataclass(eq=False)
@@ -640,6 +665,28 @@ class MaxPoolSpec(_WindowMixin, _FollowLanes):
         return _window_bound(self.in_shape, self.geometry, 0)
 
 
+class _ModeMixin(StageSpec):
+    """Shared by the lane-following stages whose parameters may be loaded at run time
+    (a table, an average pool's requantiser, a join's rescaling): ``weights_mode``
+    ``"const"`` | ``"runtime"``."""
+
+    weights_mode: str
+
+    @property
+    def runtime(self) -> bool:  # type: ignore[override]
+        return self.weights_mode == "runtime"
+
+    def _check_mode(self) -> None:
+        if self.weights_mode not in ("const", "runtime"):
+            raise HardwareConfigError(f"stage {self.name!r}: weights_mode must be 'const' or "
+                                      f"'runtime', not {self.weights_mode!r}")
+
+    def _mode_structure(self) -> dict[str, str]:
+        """The structure's ``mode``, only where runtime: a const stage's structure (and
+        so its design hash) stays what it was before runtime parameters."""
+        return {"mode": "runtime"} if self.runtime else {}
+
+
 def structure_lanes(st: dict[str, Any]) -> int | None:
     """A lane-following stage's lanes from its structure: design.json holds the stage's
     (in, out) lanes, equal for such a stage; None: follow the producer."""
@@ -666,8 +713,8 @@ class ParamSegment:
     index: int          # segment number: base = index << segment_bits
     stage: str
     stage_index: int    # position of the stage in the pipeline
-    kind: str           # "weights" | "requant"
-    pe: int
+    kind: str           # entry format: "weights" | "requant" | "table" | "join"
+    pe: int             # the PE or lane of the memory (0 for a stage's only one)
     depth: int          # entries
     entry_bits: int
     words_per_entry: int  # a power of two
@@ -683,17 +730,11 @@ def _pow2(n: int) -> int:
 
 
 def param_layout(specs: list[StageSpec]) -> tuple[list[ParamSegment], int]:
-    """Segments of every runtime stage's memories (per PE: weights, then requantisation
-    parameters) and ``segment_bits``: segment ``i`` starts at word ``i << segment_bits``."""
-    raw = []
-    for si, s in enumerate(specs):
-        if not (isinstance(s, _MatrixMixin) and s.runtime):
-            continue
-        for p in range(s.pe):
-            raw.append((s.name, si, "weights", p, s.nf * s.sf, 8 * s.simd,
-                        _pow2(-(-8 * s.simd // 32))))
-        for p in range(s.pe):
-            raw.append((s.name, si, "requant", p, s.nf, PARAM_ENTRY_BITS, 2))
+    """Segments of every runtime stage's memories (:meth:`StageSpec.param_memories`, in
+    stage order) and ``segment_bits``: segment ``i`` starts at word ``i << segment_bits``;
+    an entry takes a power of two of 32-bit words."""
+    raw = [(s.name, si, kind, idx, depth, bits, _pow2(-(-bits // 32)))
+           for si, s in enumerate(specs) for kind, idx, depth, bits in s.param_memories()]
     if not raw:
         return [], 0
     bits = ceil_log2(max(d * w for *_, d, _, w in raw))
@@ -708,16 +749,15 @@ def param_image(specs: list[StageSpec]) -> list[tuple[int, np.ndarray]]:
     to PARAM_DATA)."""
     segs, _ = param_layout(specs)
     out = []
-    cache: dict[int, tuple[list[list[int]], list[int]]] = {}
+    entries: dict[int, list[list[int]]] = {}
+    first: dict[int, int] = {}  # a stage's first segment
     for seg in segs:
         s = specs[seg.stage_index]
-        assert isinstance(s, _MatrixMixin)
-        if seg.stage_index not in cache:
-            cache[seg.stage_index] = (s.weight_entries(), s.requant_entries())
-        wts, rq = cache[seg.stage_index]
-        entries = wts[seg.pe] if seg.kind == "weights" else rq[seg.pe::s.pe]
+        if seg.stage_index not in entries:
+            entries[seg.stage_index] = s.param_entries()
+            first[seg.stage_index] = seg.index
         words = np.zeros(seg.words, np.uint32)
-        for e, value in enumerate(entries):
+        for e, value in enumerate(entries[seg.stage_index][seg.index - first[seg.stage_index]]):
             for k in range(seg.words_per_entry):
                 words[e * seg.words_per_entry + k] = (value >> (32 * k)) & 0xFFFFFFFF
         out.append((seg.base, words))

@@ -720,8 +720,9 @@ def calibration_designs() -> dict[str, list[StageSpec]]:
 
 def _new_kind_designs(rng: Any) -> dict[str, list[StageSpec]]:
     """Depthwise convolutions, average pools and table activations (issue 13), each
-    behind a small 3x3 convolution; the convolutions alone too, so that each stage's
-    share (a design's count less its convolution's) can be read off."""
+    behind a small 3x3 convolution (constant and runtime parameters); the convolutions
+    alone too, so that each stage's share (a design's count less its convolution's) can
+    be read off."""
     from ...hls.stages import ConvStage
     from ...rtl import AvgPoolSpec, DepthwiseSpec, TableSpec
 
@@ -740,11 +741,12 @@ def _new_kind_designs(rng: Any) -> dict[str, list[StageSpec]]:
         return DepthwiseSpec("dw", (c, 8, 8), kernel=k, stride=stride, padding=k // 2,
                              pe=pe, relu=True, weights_mode=mode, **arr)
 
-    def avg(c: int, k: int) -> AvgPoolSpec:
-        return AvgPoolSpec("pool", (c, 8, 8), kernel=k, multiplier=1234, shift=16)
+    def avg(c: int, k: int, mode: str = "const") -> AvgPoolSpec:
+        return AvgPoolSpec("pool", (c, 8, 8), kernel=k, multiplier=1234, shift=16,
+                           weights_mode=mode)
 
-    def table() -> TableSpec:
-        return TableSpec("act", (8, 8, 8), rng.integers(-128, 128, 256))
+    def table(mode: str = "const") -> TableSpec:
+        return TableSpec("act", (8, 8, 8), rng.integers(-128, 128, 256), weights_mode=mode)
 
     return {
         "conv_8_pe1": [conv(8, 1)],
@@ -765,6 +767,10 @@ def _new_kind_designs(rng: Any) -> dict[str, list[StageSpec]]:
         "conv_gap_128_l1": [conv(128, 1), avg(128, 8)],
         "conv_table_8_l1": [conv(8, 1), table()],
         "conv_table_8_l4": [conv(8, 4), table()],
+        "conv_avgpool_8_l1_runtime": [conv(8, 1), avg(8, 2, "runtime")],
+        "conv_avgpool_8_l4_runtime": [conv(8, 4), avg(8, 2, "runtime")],
+        "conv_table_8_l1_runtime": [conv(8, 1), table("runtime")],
+        "conv_table_8_l4_runtime": [conv(8, 4), table("runtime")],
     }
 
 

@@ -2,7 +2,8 @@
 :class:`~fluid_hw.rtl.join.AddJoin`: both inputs rescaled to the output's format with
 their own multiplier and shift, one rounding, saturation.  Both inputs must stream the
 value in the same order; lanes follow the producers.  A relu after it folds into its
-clamp."""
+clamp.  With runtime weights both multipliers and shifts are one entry the host writes
+through the register map (the shifts are then variable: a longer pipeline)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from fluid_hw.rtl.join import ADD_JOIN_LATENCY
 from fluid_hw.rtl.join_spec import JoinSpec
+from fluid_hw.rtl.stream import credit_depth
 
 from ..partition import LoweringError, main_output
 from ..stage_info import Cursor, FixedPoint, LoweredStage, Values, layer_name
@@ -45,12 +46,47 @@ def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredSt
 def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode: str
                ) -> JoinSpec:
     (ma, na), (mb, nb) = st.geometry["x"], st.geometry["y"]
-    return JoinSpec(st.name, st.in_shape, ma=ma, na=na, mb=mb, nb=nb, relu=st.relu)
+    if values is None:  # a trial spec costing a matrix stage's tail: const, as always
+        mode = "const"
+    return JoinSpec(st.name, st.in_shape, ma=ma, na=na, mb=mb, nb=nb, relu=st.relu,
+                    weights_mode=mode)
+
+
+#: LUTs and flip-flops of a lane (ECP5)
+ADD_LUT_LANE, ADD_FF_LANE = 150, 260
+#: runtime multipliers and shifts (variable shifts, two more pipeline stages), fitted
+#: to Yosys (synth_ecp5) on conv -> table -> add designs of 1 and 4 lanes against the
+#: const ones (450 and 1,478 LUT4 more, 337 and 654 flip-flops, in designs whose only
+#: runtime stage it is, so the parameter loader's share included): LUTs per stage and
+#: per lane in units of ``cal.per_runtime_pe`` and in ECP5 LUT4, flip-flops per stage
+#: and per lane
+ADD_RUNTIME_LUT, ADD_RUNTIME_LUT_LANE = 0.57, 1.82
+ADD_GENERIC_RUNTIME_LUT, ADD_GENERIC_RUNTIME_LUT_LANE = 107, 343
+ADD_RUNTIME_FF, ADD_RUNTIME_FF_LANE = 243, 111
 
 
 def _resources(s: Any, lanes: tuple[int, int]) -> Resources:
     ln = lanes[0]
-    return Resources(lut=150 * ln, ff=260 * ln, dsp=2 * ln)
+    lut, ff = ADD_LUT_LANE * ln, ADD_FF_LANE * ln
+    if s.runtime:
+        lut += ADD_GENERIC_RUNTIME_LUT + ADD_GENERIC_RUNTIME_LUT_LANE * ln
+        ff += ADD_RUNTIME_FF + ADD_RUNTIME_FF_LANE * ln
+    return Resources(lut=lut, ff=ff, dsp=2 * ln)
+
+
+def _lut(s: Any, lanes: tuple[int, int], cal: Any) -> float:
+    lut = float(ADD_LUT_LANE * lanes[0])
+    if s.runtime:
+        lut += (ADD_RUNTIME_LUT + ADD_RUNTIME_LUT_LANE * lanes[0]) * cal.per_runtime_pe
+    return lut
+
+
+def _memories(s: Any, lanes: tuple[int, int]) -> list[tuple[int, int, str]]:
+    """The output queue: as fitted to Yosys, 3 entries for the const join (its 9 x 8
+    bits stay in logic on iCE40, which the block-RAM rule would not predict), the
+    runtime join's whole storage (11 x 8 bits: a block on iCE40, as Yosys does)."""
+    depth = credit_depth(s.latency, 1) if s.runtime else 4
+    return [(fifo_storage(depth), 8 * lanes[0], "ram")]
 
 
 KIND = StageKind(
@@ -58,10 +94,10 @@ KIND = StageKind(
     matches=lambda program, op: op.type == "quantized_add",
     lower=_lower, make_spec=_make_spec,
     cycles=lambda s, lanes: s.in_len // lanes[0],
-    times=lambda s, lanes, t_in: t_in + ADD_JOIN_LATENCY + queue_latency(),
+    times=lambda s, lanes, t_in: t_in + s.latency + queue_latency(),
     resources=_resources,
-    memories=lambda s, lanes: [(fifo_storage(4), 8 * lanes[0], "ram")],
-    lut=lambda s, lanes, cal: 150.0 * lanes[0],
+    memories=_memories,
+    lut=_lut,
     shape=lambda s: {"in": list(s.in_shape), "out": list(s.out_shape)},
     doc="residual join: element-wise sum of two rescaled int8 streams",
 )

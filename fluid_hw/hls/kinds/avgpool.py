@@ -2,7 +2,8 @@
 average pooling as quantised by docs/fixed_point.md: the window sum in int32, then one
 per-tensor multiplier and shift that divide by the window size and rescale).  A sliding
 window generator ("ckk") feeds a lane-wise int32 sum, then the requantiser; lanes
-follow the producer."""
+follow the producer.  With runtime weights the multiplier and shift are one entry the
+host writes through the register map (every lane's requantiser holds a copy)."""
 
 from __future__ import annotations
 
@@ -68,10 +69,12 @@ def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode
     if values is not None:
         m = _scalar(values, st.params["multiplier"], st.name, "multiplier")  # type: ignore
         n = _scalar(values, st.params["shift"], st.name, "shift")  # type: ignore
+    else:  # a trial spec costing a matrix stage's tail: const, as always
+        mode = "const"
     g = st.geometry
     return AvgPoolSpec(st.name, st.in_shape, kernel=tuple(g["kernel"]),  # type: ignore
                        stride=tuple(g["stride"]), padding=tuple(g["padding"]),
-                       multiplier=m, shift=n, relu=st.relu)
+                       multiplier=m, shift=n, relu=st.relu, weights_mode=mode)
 
 
 def _times(s: Any, lanes: tuple[int, int], t_in: np.ndarray) -> np.ndarray:
@@ -95,23 +98,40 @@ AVG_LUT_LANE = 0.66
 AVG_FF_LANE = 519
 #: generic (uncalibrated, ECP5) LUTs of a lane for :mod:`..stages`
 AVG_GENERIC_LUT_LANE = 300
+#: runtime multiplier and shift, fitted to Yosys (synth_ecp5) on
+#: conv_avgpool_8_l{1,4}_runtime against the const designs (539 and 1,234 LUT4 more,
+#: 369 and 373 flip-flops, in designs whose only runtime stage it is, so the parameter
+#: loader's share included): LUTs per stage and per lane (the requantiser's variable
+#: shift and rounding) in units of ``cal.per_runtime_pe``, and flip-flops per stage
+#: (the entry and the loader's write port; Yosys merges the lanes' equal copies)
+AVG_RUNTIME_LUT, AVG_RUNTIME_LUT_LANE = 1.63, 1.23
+AVG_RUNTIME_FF = 390
+#: the same LUTs in ECP5 LUT4 (the generic figures of :mod:`..stages`)
+AVG_GENERIC_RUNTIME_LUT, AVG_GENERIC_RUNTIME_LUT_LANE = 307, 232
 
 
 def _resources(s: Any, lanes: tuple[int, int]) -> Resources:
     ln = lanes[0]
-    return swg_resources(s.geometry, ln) + Resources(lut=AVG_GENERIC_LUT_LANE * ln,
-                                                     ff=AVG_FF_LANE * ln, dsp=2 * ln)
+    lut, ff = AVG_GENERIC_LUT_LANE * ln, AVG_FF_LANE * ln
+    if s.runtime:
+        lut += AVG_GENERIC_RUNTIME_LUT + AVG_GENERIC_RUNTIME_LUT_LANE * ln
+        ff += AVG_RUNTIME_FF
+    return swg_resources(s.geometry, ln) + Resources(lut=lut, ff=ff, dsp=2 * ln)
 
 
 def _memories(s: Any, lanes: tuple[int, int]) -> list[tuple[int, int, str]]:
     """The window generator's memories and the requantiser's output queue (its parameter
-    memories hold one multiplier and shift for every channel: constants to Yosys)."""
+    memories hold one multiplier and shift for every channel: constants to Yosys, or
+    with runtime parameters one entry per lane: registers)."""
     depth = credit_depth(REQUANT_LATENCY, 1)
     return [*window_memories(s.geometry, lanes[0]), (fifo_storage(depth), 8 * lanes[0], "ram")]
 
 
 def _lut(s: Any, lanes: tuple[int, int], cal: Any) -> float:
-    return cal.per_window * (1 + AVG_LUT_BASE) + AVG_LUT_LANE * cal.per_pe * lanes[0]
+    lut = cal.per_window * (1 + AVG_LUT_BASE) + AVG_LUT_LANE * cal.per_pe * lanes[0]
+    if s.runtime:
+        lut += (AVG_RUNTIME_LUT + AVG_RUNTIME_LUT_LANE * lanes[0]) * cal.per_runtime_pe
+    return lut
 
 
 KIND = StageKind(

@@ -1,7 +1,8 @@
 """Kind ``table``: ``quantized_table`` (an element-wise activation of one int8 value --
 sigmoid, tanh, hard-swish, leaky relu, ... -- tabulated by the quantisation pass) as a
 256-entry lookup per lane; lanes follow the producer.  A relu after it folds into the
-table."""
+table.  With runtime weights each lane's table is a RAM (block RAM on both families)
+that the host writes through the register map, one segment for all lanes."""
 
 from __future__ import annotations
 
@@ -29,10 +30,35 @@ TABLE_BITS = 256 * 8
 TABLE_LUT_FACTOR = 1.38
 #: generic (uncalibrated, ECP5) figures of a lane for :mod:`..stages`
 TABLE_GENERIC = Resources(lut=145, ff=24)
+#: runtime tables, fitted to Yosys (synth_ecp5) on conv_table_8_l{1,4}_runtime of
+#: calibration_designs() against conv_8_pe{1,4} (the table's share: 340 and 567 LUT4,
+#: 142 and 243 flip-flops, in designs whose only runtime stage it is, so the parameter
+#: loader's share included): LUTs per stage and per lane in units of
+#: ``cal.per_runtime_pe`` (each lane's RAM is a block RAM, from ``memories``), and
+#: flip-flops per stage (the loader's write port; the lanes add none to a const table)
+TABLE_RUNTIME_LUT, TABLE_RUNTIME_LUT_LANE = 1.4, 0.4
+TABLE_RUNTIME_FF = 95
+#: the same LUTs in ECP5 LUT4 (the generic figures of :mod:`..stages`)
+TABLE_GENERIC_RUNTIME_LUT, TABLE_GENERIC_RUNTIME_LUT_LANE = 263, 75
 
 
 def _lut(s: Any, lanes: tuple[int, int], cal: Any) -> float:
+    if s.runtime:
+        return (TABLE_RUNTIME_LUT + TABLE_RUNTIME_LUT_LANE * lanes[0]) * cal.per_runtime_pe
     return TABLE_LUT_FACTOR * cal.per_soft_rom * TABLE_BITS / 16 * lanes[0]
+
+
+def _resources(s: Any, lanes: tuple[int, int]) -> Resources:
+    ln = lanes[0]
+    if s.runtime:  # a DP16KD a lane, as Yosys maps the 256 x 8 RAM
+        return Resources(lut=TABLE_GENERIC_RUNTIME_LUT + TABLE_GENERIC_RUNTIME_LUT_LANE * ln,
+                         ff=TABLE_GENERIC.ff * ln + TABLE_RUNTIME_FF, bram=ln)
+    return Resources(lut=TABLE_GENERIC.lut * ln, ff=TABLE_GENERIC.ff * ln)
+
+
+def _memories(s: Any, lanes: tuple[int, int]) -> list[tuple[int, int, str]]:
+    """A runtime lane's table RAM (a constant table is LUT logic: ``_lut``)."""
+    return [(256, 8, "ram")] * lanes[0] if s.runtime else []
 
 
 def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredStage, int]:
@@ -56,11 +82,10 @@ def hardware_table(program_table: np.ndarray, relu: bool) -> np.ndarray:
 
 def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode: str
                ) -> TableSpec:
-    table = None
-    if values is not None:
-        table = hardware_table(param_value(values, st.params["table"]),  # type: ignore
-                               st.relu)
-    return TableSpec(st.name, st.in_shape, table)
+    if values is None:  # a trial spec costing a matrix stage's tail: const, as always
+        return TableSpec(st.name, st.in_shape)
+    table = hardware_table(param_value(values, st.params["table"]), st.relu)  # type: ignore
+    return TableSpec(st.name, st.in_shape, table, weights_mode=mode)
 
 
 KIND = StageKind(
@@ -69,9 +94,8 @@ KIND = StageKind(
     lower=_lower, make_spec=_make_spec,
     cycles=lambda s, lanes: s.in_len // lanes[0],
     times=lambda s, lanes, t_in: t_in + TABLE_LATENCY,
-    resources=lambda s, lanes: Resources(lut=TABLE_GENERIC.lut * lanes[0],
-                                         ff=TABLE_GENERIC.ff * lanes[0]),
-    memories=lambda s, lanes: [],
+    resources=_resources,
+    memories=_memories,
     lut=_lut,
     shape=lambda s: {"in": list(s.in_shape), "out": list(s.out_shape)},
     doc="element-wise activation as a 256-entry table per lane",

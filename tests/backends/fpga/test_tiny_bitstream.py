@@ -41,6 +41,12 @@ YOSYS_COUNTS = {
     "conv_gap_128_l1": {"ecp5": (7, 7), "ice40": (27, 7)},
     "conv_table_8_l1": {"ecp5": (0, 5), "ice40": (3, 5)},
     "conv_table_8_l4": {"ecp5": (0, 20), "ice40": (5, 20)},
+    # runtime parameters: a table RAM per lane (a block on both families), the pool's
+    # one requantisation entry in registers
+    "conv_avgpool_8_l1_runtime": {"ecp5": (1, 7), "ice40": (5, 7)},
+    "conv_avgpool_8_l4_runtime": {"ecp5": (1, 28), "ice40": (9, 28)},
+    "conv_table_8_l1_runtime": {"ecp5": (1, 5), "ice40": (4, 5)},
+    "conv_table_8_l4_runtime": {"ecp5": (4, 20), "ice40": (9, 20)},
 }
 
 
