@@ -128,12 +128,29 @@ def test_truncating_any_file_is_refused(builds, tmp_path):
     for k, rel in enumerate(_files(builds / "good")):
         d = _copy(builds, tmp_path, f"t{k}")
         size = (d / rel).stat().st_size
-        for n in sorted({0, rng.randrange(size) if size else 0, max(size - 1, 0)}):
+        cuts = {0, max(size - 1, 0), *(rng.randrange(size) for _ in range(3) if size)}
+        for n in sorted(cuts):
             if n == size:
                 continue
             with open(d / rel, "r+b") as f:
                 f.truncate(n)
             assert_refused(d, rel, f"{rel} truncated to {n}")
+
+
+def test_a_flipped_bit_in_any_file_is_refused(builds, tmp_path):
+    rng = random.Random(SEED + 1)
+    for k, rel in enumerate(_files(builds / "good")):
+        d = _copy(builds, tmp_path, f"f{k}")
+        data = bytearray((d / rel).read_bytes())
+        if not data:
+            continue
+        for _ in range(2):
+            i = rng.randrange(len(data))
+            data[i] ^= 1 << rng.randrange(8)
+        if bytes(data) == (builds / "good" / rel).read_bytes():
+            continue  # the two flips undid each other
+        (d / rel).write_bytes(bytes(data))
+        assert_refused(d, rel, f"{rel} with flipped bits")
 
 
 def _npz(arrays) -> bytes:
@@ -249,6 +266,34 @@ def test_a_compile_killed_in_a_step_is_refused(builds, tmp_path, monkeypatch):
         _compile(d, 5)
     monkeypatch.undo()
     assert_refused(d, NAMES["manifest"], "killed in write_host")
+
+
+@pytest.mark.parametrize("k", range(len(COMPILE_STEPS)))
+def test_a_compile_sigkilled_before_any_step_is_refused(builds, tmp_path, k):
+    """A real SIGKILL: a forked child compiles into a copy of an older build and kills
+    itself as step ``k`` begins (nothing cleans up); every reader refuses the folder."""
+    import signal
+
+    from fluid_hw.backends.fpga import compile as comp
+
+    d = tmp_path / "b"
+    shutil.copytree(builds / "other", d)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            steps = list(comp.COMPILE_STEPS)
+            steps[k] = comp.Step(steps[k].name, lambda st: os.kill(os.getpid(),
+                                                                    signal.SIGKILL))
+            comp.COMPILE_STEPS[:] = steps  # the child's copy only
+            os.environ["FLUID_HW_QUIET"] = "1"
+            _compile(d, 5)
+        finally:
+            os._exit(3)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    assert_refused(d, NAMES["manifest"], f"killed as step {k} began")
+    _compile(d, 5)  # the dead compile's lock is taken over
+    BuildDir(d).verify()
 
 
 def _hold_lock(d: Path, step: str = "compile"):
