@@ -403,3 +403,36 @@ def test_regression_atomic_writes_with_per_process_temporaries(builds, tmp_path)
     for (b0, w0), (b1, w1) in zip(image, load_param_image(p)):
         assert b0 == b1 and np.array_equal(w0, w1)
     assert sorted(q.name for q in tmp_path.iterdir()) == ["w.npz", "w.npz.tmp.npz"]
+
+
+@pytest.fixture(scope="module")
+def regioned(tmp_path_factory):
+    from tests.backends.fpga._two_regions import two_region_build
+
+    d = tmp_path_factory.mktemp("regioned") / "net"
+    two_region_build(d)
+    return d
+
+
+def test_a_damaged_multi_region_build_is_refused(regioned, tmp_path):
+    """A build of two regions: the top manifest covers regions/<k>/ too, and each region
+    has its own; truncating or flipping any file is refused by all three readers."""
+    x = np.zeros((2, 16), np.float32)
+    BuildDir(regioned).verify()
+    rng = random.Random(SEED + 2)
+    files = _files(regioned)
+    assert any(f.startswith("regions/1/") for f in files)
+    for k, rel in enumerate(rng.sample(files, 12)):
+        d = tmp_path / f"r{k}"
+        shutil.copytree(regioned, d)
+        data = (d / rel).read_bytes()
+        (d / rel).write_bytes(data[: len(data) // 2] if k % 2 else data + b"\0")
+        for reader, call in {
+            "simulate": lambda d=d: simulate(d, {"x": x}),
+            "bitstream": lambda d=d: bitstream_mod.bitstream(d, board="ulx3s-85f",
+                                                             progress=None),
+            "open": lambda d=d: Accelerator.open(d, "sim"),
+        }.items():
+            with pytest.raises(FluidError) as e:
+                call()
+            assert rel in str(e.value) and "recompile" in str(e.value), (reader, rel)
