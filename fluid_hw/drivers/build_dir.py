@@ -17,9 +17,12 @@ the drivers read it.  All of them go through :class:`BuildDir`, which
   build's identity (its design hash).  Every reader checks the folder against it
   first (:meth:`BuildDir.verify`), so a folder that a killed or concurrent step left
   half-written, a truncated file, or a file from another build is refused, naming the
-  file, before anything of it is used.  ``compile`` removes the manifest before it
-  writes anything, so a compile that does not finish leaves a folder no reader takes.
-  A folder without a manifest (made before manifests existed) is refused too: recompile;
+  file, before anything of it is used.  ``compile`` replaces the manifest by an
+  in-progress marker before it writes anything, so a compile that does not finish (killed,
+  failed, stopped early) over a build leaves a folder no reader takes.  A folder with a
+  report.json but no manifest (made before manifests existed, or its manifest deleted)
+  is refused too: recompile.  A folder with neither was not made by ``compile`` (files
+  put together by hand): its files are only validated as they are read;
 * holds an exclusive lock (``fcntl.flock`` on ``.fluid-hw.lock``) while a step
   writes (:meth:`BuildDir.writing`): a second writer fails at once, naming the
   holder's pid and step.  The kernel drops the lock of a process that dies, so a
@@ -256,8 +259,9 @@ class BuildDir:
                 ) -> Iterator[BuildDir]:
         """Hold the folder's lock while ``step`` writes; on success write the manifest
         last (unless ``manifest`` is false: a compile stopped early).  ``fresh``
-        (compile): remove the manifest first, so the folder is no build until the step
-        finishes.  A second writer (another process) fails at once."""
+        (compile): replace the manifest by an in-progress marker first, so the folder is
+        no build until the step finishes.  A second writer (another process) fails at
+        once; a step of this process inside another on the same folder shares its lock."""
         self.path.mkdir(parents=True, exist_ok=True)
         key = os.path.realpath(self.path)
         with _HELD_GUARD:
