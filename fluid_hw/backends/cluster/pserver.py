@@ -25,7 +25,6 @@ checkpoint is written then.
 
 from __future__ import annotations
 
-import logging
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -34,6 +33,7 @@ import numpy as np
 from ...ir import dtypes
 from ...ir.lod import LoDTensor
 from ...ir.program import VarType
+from ...tools import logger
 from . import checkpoint
 from .comm import (
     TAG_PEER,
@@ -51,7 +51,7 @@ from .wire import Kind, Message, encode
 if TYPE_CHECKING:
     from ..cpu.context import KernelContext
 
-log = logging.getLogger("fluid_hw.cluster")
+log = logger("cluster")
 
 
 class ParameterServer:

@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 
 from ...errors import ExecutionError, NoCUDADeviceError, ToolNotFoundError
+from ...tools import cache_dir, find_program
+from ...tools import find_tool as tool_command
 from .codegen import KernelSource
 
 __all__ = [
@@ -261,31 +263,9 @@ def host_shim_source(kernels: Sequence[KernelSource]) -> str:
     return "\n".join(parts)
 
 
-def _cache_dir() -> Path:
-    base = os.environ.get("FLUID_HW_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "fluid_hw")
-    d = Path(base) / "host_shim"
-    try:
-        d.mkdir(parents=True, exist_ok=True)
-    except OSError:  # a read-only home: a per-user folder in the temporary directory
-        d = Path(tempfile.gettempdir()) / f"fluid_hw_host_shim_{os.getuid()}"
-        d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
-def find_tool(env: str, names: Sequence[str], what: str, fix: str) -> str:
-    """A tool's path: ``$env`` if set, else the first of ``names`` on PATH."""
-    override = os.environ.get(env)
-    if override:
-        if shutil.which(override) is None:
-            raise ToolNotFoundError(f"{env}={override!r} is not an executable; {fix}")
-        return override
-    for n in names:
-        p = shutil.which(n)
-        if p:
-            return p
-    raise ToolNotFoundError(f"{what} not found (looked for {', '.join(names)} on PATH and "
-                            f"${env}); {fix}")
+#: a program by variable and names (tests use it; the back end's own tools are rows of
+#: :data:`fluid_hw.tools.TOOLS`)
+find_tool = find_program
 
 
 class HostShimRuntime(DeviceRuntime):
@@ -300,8 +280,7 @@ class HostShimRuntime(DeviceRuntime):
     xp = np
 
     def __init__(self, block: int = 32, max_grid: int = 8) -> None:
-        self.cxx = find_tool("CXX", ["g++", "c++", "clang++"], "a C++ compiler",
-                             "install one (apt-get install g++) or set CXX")
+        self.cxx = tool_command("c++")[0]
         self.block = block
         self.max_grid = max_grid
         self._functions: dict[str, tuple[KernelSource, Any]] = {}
@@ -325,7 +304,7 @@ class HostShimRuntime(DeviceRuntime):
         src = host_shim_source(todo)
         cmd = [self.cxx, "-O2", "-std=c++17", "-shared", "-fPIC", "-w"]
         key = hashlib.sha1((src + " ".join(cmd[1:])).encode()).hexdigest()[:20]
-        lib = _cache_dir() / f"shim_{key}.so"
+        lib = cache_dir("host_shim") / f"shim_{key}.so"
         if not lib.exists():
             with tempfile.TemporaryDirectory() as tmp:
                 cpp = Path(tmp) / "kernels.cpp"
@@ -383,14 +362,13 @@ def compile_ptx(kernels: Sequence[KernelSource], arch: str = "sm_90",
     Needs nvcc only (no driver, no GPU).  Raises :class:`ToolNotFoundError` without
     nvcc and :class:`ExecutionError` with nvcc's messages when a source does not compile.
     """
-    nvcc = find_tool("NVCC", ["nvcc", "/usr/local/cuda/bin/nvcc"], "nvcc",
-                     "install the CUDA toolkit or set NVCC")
+    nvcc = tool_command("nvcc")
     src = "\n".join(k.source for k in {k.name: k for k in kernels}.values())
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         cu = Path(tmp) / "kernels.cu"
         cu.write_text(src)
         ptx = Path(tmp) / "kernels.ptx"
-        r = subprocess.run([nvcc, "--ptx", f"-arch={arch}", "-std=c++17", "-o", str(ptx),
+        r = subprocess.run([*nvcc, "--ptx", f"-arch={arch}", "-std=c++17", "-o", str(ptx),
                             str(cu)], capture_output=True, text=True)
         if r.returncode != 0:
             raise ExecutionError(f"nvcc could not compile {[k.name for k in kernels]}:\n"

@@ -66,8 +66,8 @@ from ...hls.autofold import device_estimate, specs_from_design
 from ...hls.lower import mac_count
 from ...rtl import AcceleratorTop, AXILiteSignature, StageGraph, StageSpec
 from ...rtl.uart_bridge import UartBridge
-from ...sim._tools import cache_dir, ensure_yosys, verilator_version
 from ...sim.build import VERILATOR_FLAGS, build_lock, sim_cells, verilate
+from ...tools import cache_dir, ensure_yosys, verilator_version
 from .compile import DEFAULT_CLOCK_MHZ
 from .steps import BuildError
 

@@ -4,22 +4,21 @@ can stop after any step (``stop_after=``) so its output can be inspected."""
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ...errors import BuildError, unknown_name
+from ...tools import say
 
 __all__ = ["Step", "run_steps", "log", "BuildError"]
 
 
 def log(tool: str, msg: str) -> None:
-    """Progress on stderr; ``FLUID_HW_QUIET=1`` silences it."""
-    if os.environ.get("FLUID_HW_QUIET") != "1":
-        print(f"[fluid-hw {tool}] {msg}", file=sys.stderr, flush=True)
+    """Progress of ``tool``'s steps: :func:`fluid_hw.tools.say` (stderr;
+    ``FLUID_HW_QUIET=1`` silences it)."""
+    say(msg, tool)
 
 
 @dataclass(frozen=True)
