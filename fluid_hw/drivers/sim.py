@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from fluid_hw.sim._tools import BuildError
+from fluid_hw.sim import BuildError
 from fluid_hw.sim.build import HarnessBuild, build_harness_verilog
 from fluid_hw.sim.harness import Harness
 

@@ -38,10 +38,8 @@ from dataclasses import dataclass, field, replace
 from math import floor
 from typing import Any, Protocol
 
-from fluid_hw.errors import AutoFoldError
-from fluid_hw.rtl import StageGraph, stage_lanes
-from fluid_hw.rtl._mem import BLOCK_ROM_BITS
-from fluid_hw.rtl._util import HardwareConfigError
+from fluid_hw.errors import AutoFoldError, HardwareConfigError
+from fluid_hw.rtl import BLOCK_ROM_BITS, StageGraph, stage_lanes
 from fluid_hw.rtl.spec import StageSpec, spec_from_structure
 
 from .folding import (

@@ -45,9 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from fluid_hw.rtl import stage_lanes
-from fluid_hw.rtl._mem import BLOCK_ROM_BITS
-from fluid_hw.rtl._util import HardwareConfigError, ceil_log2
+from fluid_hw.errors import HardwareConfigError
+from fluid_hw.rtl import BLOCK_ROM_BITS, ceil_log2, stage_lanes
 from fluid_hw.rtl.mvau import mvau_latency
 from fluid_hw.rtl.spec import ConvSpec, MaxPoolSpec, MVAUSpec, StageSpec, hwc_order
 from fluid_hw.rtl.stream import CreditQueue, fifo_latency

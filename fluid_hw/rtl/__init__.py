@@ -5,11 +5,17 @@ int32) lanes, lane 0 in the low bits.  The top-level generator
 :class:`AcceleratorTop` turns a list of stage specifications (:class:`MVAUSpec`,
 :class:`ConvSpec`, :class:`MaxPoolSpec`) into one accelerator with AXI4-Stream data
 ports and an AXI4-Lite register block (:mod:`.regmap`).
+
+Helpers the lowering (:mod:`fluid_hw.hls`) shares with the components:
+:func:`pack_lanes` / :func:`unpack_lanes` (lane 0 in the low bits),
+:func:`ceil_log2` (address and counter widths) and :data:`BLOCK_ROM_BITS` (the
+smallest memory kept in block RAM rather than LUTs).
 """
 
 from ._dsp import MULT18X18D_SIM
 from ._ff import FF_STYLES, TRELLIS_FF_SIM
-from ._util import HardwareConfigError, pack_lanes, unpack_lanes
+from ._mem import BLOCK_ROM_BITS
+from ._util import HardwareConfigError, ceil_log2, pack_lanes, unpack_lanes
 from .axil import AXILiteModel, AXILiteRegisters, AXILiteSignature
 from .conv import ConvUnit, conv2d_model
 from .dwconv import DepthwiseConv, depthwise_model, dw_weight_entries, dwconv_latency
@@ -36,7 +42,7 @@ from .uart_bridge import UartBridge, UartBridgeModel, UartRx, UartTx, baud_divis
 
 __all__ = [
     "FF_STYLES", "TRELLIS_FF_SIM", "MULT18X18D_SIM", "HardwareConfigError", "pack_lanes",
-    "unpack_lanes",
+    "unpack_lanes", "ceil_log2", "BLOCK_ROM_BITS",
     "AXILiteModel", "AXILiteRegisters", "AXILiteSignature",
     "ConvUnit", "conv2d_model", "MVAU", "mvau_model", "MaxPool", "MaxReduce", "maxpool_model",
     "DepthwiseConv", "depthwise_model", "dw_weight_entries", "dwconv_latency",

@@ -407,8 +407,3 @@ def check_feed(var: FeedTarget, value: Any) -> Any:
         check_lod(lod, arr.shape[0], f"feed {var.name!r}")
         return LoDTensor(arr, lod)
     return arr
-
-
-# the former private names, still imported by fluid_hw.backends.fpga.place
-_check_feed = check_feed
-_target_name = target_name

@@ -33,7 +33,7 @@ from ...ir.ops.math import reduce_axes, reduce_shape
 from ...ir.ops.nn import window_geometry
 from ..cpu.context import CHECK_KERNELS, KernelContext, lod_tensor
 from ..cpu.kernels import get_kernel
-from ..cpu.kernels.nn import _pool_geometry
+from ..cpu.kernels.nn import pool_geometry
 from .codegen import im2col_kernel, pool2d_kernel, softmax_kernel, softmax_xent_kernel
 
 if TYPE_CHECKING:
@@ -370,7 +370,7 @@ def pool2d(ctx: DeviceKernelContext) -> None:
         ctx.set_output("Out", red(x, axis=(2, 3), keepdims=True).astype(x.dtype, copy=False))
         return
     n, c, h, w = x.shape
-    ksize, strides, (oh, ow), pads = _pool_geometry((h, w), a)
+    ksize, strides, (oh, ow), pads = pool_geometry((h, w), a)
     out = ctx.xp.empty((n, c, oh, ow), dtype=x.dtype)
     ctx.launch(pool2d_kernel(), out.size, _contig(ctx, x), out, out.size, h, w, oh, ow,
                ksize[0], ksize[1], strides[0], strides[1], pads[0], pads[2], int(is_max),

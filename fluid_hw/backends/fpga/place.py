@@ -45,7 +45,7 @@ from ...frontend import io as fio
 from ...ir.lod import LoDTensor
 from ...ir.program import Program
 from ...ir.scope import Scope
-from ..cpu.executor import Executor, FeedTarget, _check_feed, _target_name
+from ..cpu.executor import Executor, FeedTarget, check_feed, target_name
 
 __all__ = ["FPGAPlace", "FPGAExecutor", "BuildIO", "read_build_io"]
 
@@ -220,7 +220,7 @@ class FPGAExecutor(Executor):
 
     # -- feeds and fetches --------------------------------------------------------------
     def _fetch_names(self, fetch_list: Sequence[Any] | None) -> list[str]:
-        names = [_target_name(f) for f in (fetch_list or [])]
+        names = [target_name(f) for f in (fetch_list or [])]
         bad = [n for n in names if n not in self.build.fetches]
         if bad:
             raise FetchError(f"fetch target(s) {bad}: the build {self.build_dir} produces "
@@ -249,7 +249,7 @@ class FPGAExecutor(Executor):
             if t.lod_level:
                 raise FeedError(f"feed {n!r}: the program's variable has lod_level "
                                 f"{t.lod_level}; the accelerator takes fixed-shape batches")
-            out[n] = _check_feed(t, value)
+            out[n] = check_feed(t, value)
         return out
 
     # -- running -------------------------------------------------------------------------

@@ -16,8 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from fluid_hw.rtl import hwc_order
-from fluid_hw.rtl._util import ceil_log2
+from fluid_hw.rtl import ceil_log2, hwc_order
 from fluid_hw.rtl.upsample import UPSAMPLE_LATENCY, upsample_queue_depth
 from fluid_hw.rtl.upsample_spec import UpsampleSpec
 

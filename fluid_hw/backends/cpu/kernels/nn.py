@@ -84,8 +84,8 @@ def _adaptive_pool(x: np.ndarray, out_hw: list[int], is_max: bool) -> np.ndarray
     return x
 
 
-def _pool_geometry(hw: tuple[int, int], a: dict) -> tuple[list[int], list[int], list[int],
-                                                            list[int]]:
+def pool_geometry(hw: tuple[int, int], a: dict) -> tuple[list[int], list[int], list[int],
+                                                           list[int]]:
     """ksize, strides, output size and paddings [top, bottom, left, right] of a pool2d;
     with ceil_mode the bottom/right padding is extended so the last window is whole."""
     h, w = hw
@@ -123,7 +123,7 @@ def pool2d(ctx: KernelContext) -> None:
         ctx.set_output("Out", _adaptive_pool(x, list(a["ksize"]), is_max).astype(x.dtype,
                                                                                  copy=False))
         return
-    ksize, strides, out_hw, pads = _pool_geometry((h, w), a)
+    ksize, strides, out_hw, pads = pool_geometry((h, w), a)
     # max: Fluid starts from -FLT_MAX, which is also what a window with no real
     # cell (possible with ceil_mode) yields
     fill = np.finfo(x.dtype).min if is_max else 0.0
@@ -333,7 +333,7 @@ def pool2d_grad(ctx: KernelContext) -> None:
     elif a["adaptive"]:
         dx = _adaptive_pool_grad(x, dout, is_max)
     else:
-        ksize, strides, (oh, ow), pads = _pool_geometry((h, w), a)
+        ksize, strides, (oh, ow), pads = pool_geometry((h, w), a)
         padded = (h + pads[0] + pads[1], w + pads[2] + pads[3])
         if is_max:
             xp = _pad_hw(x, pads, np.finfo(x.dtype).min)

@@ -16,7 +16,7 @@ import numpy as np
 from ....ir.ops.quant import MULTIPLIER_MAX, SHIFT_MAX, int_range
 from ..context import KernelContext
 from . import register_kernel
-from .nn import _avg_counts, _conv_cols, _pad_hw, _pool_geometry, _windows
+from .nn import _avg_counts, _conv_cols, _pad_hw, _windows, pool_geometry
 
 I64 = np.int64
 
@@ -142,7 +142,7 @@ def quantized_pool2d(ctx: KernelContext) -> None:
             out = np.floor_divide(2 * s + d, 2 * d)
         ctx.set_output("Out", out.astype(dtype))
         return
-    ksize, strides, out_hw, pads = _pool_geometry(x.shape[2:], a)
+    ksize, strides, out_hw, pads = pool_geometry(x.shape[2:], a)
     if is_max:  # padding holds the dtype's lowest value: it never wins over a real cell
         out = _windows(_pad_hw(x, pads, low), ksize, strides, [1, 1], out_hw).max(axis=(-2, -1))
     else:
