@@ -36,9 +36,11 @@ YOSYS_COUNTS = {
     "conv_dw_64_5x5s2_pe4": {"ecp5": (6, 32), "ice40": (17, 32)},
     "conv_avgpool_8_l1": {"ecp5": (1, 7), "ice40": (5, 7)},
     "conv_avgpool_8_l4": {"ecp5": (1, 28), "ice40": (9, 28)},
-    "conv_gap_8_l1": {"ecp5": (1, 7), "ice40": (5, 7)},
+    # global pools: the line buffer holds the image's last rows and the next image's
+    # first window rows (rtl.swg.line_rows)
+    "conv_gap_8_l1": {"ecp5": (1, 7), "ice40": (6, 7)},
     "conv_gap_8_l4": {"ecp5": (1, 28), "ice40": (9, 28)},
-    "conv_gap_128_l1": {"ecp5": (7, 7), "ice40": (27, 7)},
+    "conv_gap_128_l1": {"ecp5": (11, 7), "ice40": (43, 7)},
     "conv_table_8_l1": {"ecp5": (0, 5), "ice40": (3, 5)},
     "conv_table_8_l4": {"ecp5": (0, 20), "ice40": (5, 20)},
     # runtime parameters: a table RAM per lane (a block on both families), the pool's
