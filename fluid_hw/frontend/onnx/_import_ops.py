@@ -910,13 +910,10 @@ def _recurrent(ctx: NodeCtx) -> None:
     w = ctx.need_const(1, "W")
     r = ctx.need_const(2, "R")
     _check_rnn_weights(ctx, rnn, h, dirs, w, r)
-    bias = ctx.const(3) if ctx.has(3) else np.zeros((dirs, 2 * rnn.gates * h), w.dtype)
-    if bias is None:
-        ctx.fail("B (input #3) must be known at import time")
+    bias = ctx.need_const(3, "B") if ctx.has(3) \
+        else np.zeros((dirs, 2 * rnn.gates * h), w.dtype)
     _check_rnn_shape(ctx, "B", 3, bias, [dirs, 2 * rnn.gates * h], w.dtype)
-    peep = ctx.const(7) if rnn is _LSTM and ctx.has(7) else None
-    if rnn is _LSTM and ctx.has(7) and peep is None:
-        ctx.fail("P (input #7) must be known at import time")
+    peep = ctx.need_const(7, "P") if rnn is _LSTM and ctx.has(7) else None
     if peep is not None:
         _check_rnn_shape(ctx, "P", 7, peep, [dirs, 3 * h], w.dtype)
     layout = int(ctx.attr("layout", 0))

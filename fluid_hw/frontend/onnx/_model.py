@@ -165,6 +165,10 @@ def read_model(model: Any) -> ReadModel:
                           f"onnx package supports ({onnx.IR_VERSION}); upgrade onnx or "
                           "re-export the model for an older IR version")
     opset = default_opset(proto)
+    if not any(o.domain in DEFAULT_DOMAINS for o in proto.opset_import):
+        # only other domains (ai.onnx.ml, training): nothing to convert; the importer
+        # names each node's domain
+        opset = max_opset()
     if opset > max_opset():
         raise FormatError(f"{source}: opset {opset} is newer than supported (opsets "
                           f"{MIN_OPSET}..{max_opset()}); re-export the model with opset "
@@ -278,9 +282,14 @@ def _check_and_infer(proto: onnx.ModelProto, source: str, opset: int
                           "The file is truncated or corrupted, or its exporter wrote an "
                           "invalid graph")
     if answer.stage == worker.CONVERTER:
-        raise FormatError(f"{source}: opset {opset} is older than {MIN_OPSET} and the "
-                          f"ONNX version converter cannot upgrade it ({answer.message}); "
-                          f"re-export the model with opset >= {MIN_OPSET}")
+        others = sorted({o.domain for o in proto.opset_import
+                         if o.domain not in DEFAULT_DOMAINS})
+        also = (f"; the model also imports domain(s) {others}, whose ops fluid-hw does not "
+                "import (only the default ONNX domain)" if others else "")
+        raise FormatError(f"{source}: default-domain (ai.onnx) opset {opset} is older than "
+                          f"{MIN_OPSET} and the ONNX version converter cannot upgrade it "
+                          f"({answer.message}); re-export the model with opset >= "
+                          f"{MIN_OPSET}{also}")
     if answer.stage != worker.OK:  # shape inference failed, or something else
         raise FormatError(f"{source}: ONNX shape inference fails ({answer.message}); the "
                           "model is inconsistent")
