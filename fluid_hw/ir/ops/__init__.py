@@ -15,6 +15,7 @@ from . import (  # noqa: F401
     loss,
     math,
     nn,
+    onnx_extra,
     optimizer,
     quant,
     random,

@@ -62,6 +62,7 @@ def _load() -> None:
             loss,
             math,
             nn,
+            onnx_extra,
             optimizer,
             quant,
             random,

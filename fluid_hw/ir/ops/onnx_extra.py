@@ -1,0 +1,99 @@
+"""Ops that ONNX models need and no composition of other fluid ops expresses exactly,
+named and defined as in Paddle 1.5: ``erf``, ``hard_sigmoid``, ``hard_swish``,
+``where``, ``expand`` (tiling) and ``cumsum``."""
+
+from __future__ import annotations
+
+import math
+
+from .. import dtypes
+from ..registry import Attr, InferContext, Slot, define_op
+
+
+def _same(ctx: InferContext) -> None:
+    ctx.share("X", "Out")
+
+
+define_op("erf", ["X"], ["Out"], doc="Out = erf(X), the Gauss error function.")(_same)
+define_op("hard_sigmoid", ["X"], ["Out"],
+          [Attr("slope", "float", 0.2), Attr("offset", "float", 0.5)],
+          doc="Out = min(max(slope * X + offset, 0), 1).")(_same)
+define_op("hard_swish", ["X"], ["Out"],
+          [Attr("threshold", "float", 6.0, min=0), Attr("scale", "float", 6.0, min=0),
+           Attr("offset", "float", 3.0)],
+          doc="Out = X * min(max(X + offset, 0), threshold) / scale.")(_same)
+
+
+def broadcast_shapes(a: list[int], b: list[int]) -> list[int] | None:
+    """numpy's broadcast of two shapes (-1: unknown), or None when they do not broadcast."""
+    n = max(len(a), len(b))
+    a, b = [1] * (n - len(a)) + list(a), [1] * (n - len(b)) + list(b)
+    out = []
+    for x, y in zip(a, b):
+        if x == 1:
+            out.append(y)
+        elif y == 1 or x == y:
+            out.append(x)
+        elif x < 0 or y < 0:
+            out.append(max(x, y) if min(x, y) < 0 and max(x, y) > 1 else -1)
+        else:
+            return None
+    return out
+
+
+@define_op("where", [Slot("Condition", doc="bool"), Slot("X"), Slot("Y")], [Slot("Out")],
+           doc="Out = X where Condition else Y, the three broadcast together (numpy's rule).")
+def _infer_where(ctx: InferContext) -> None:
+    c, x, y = (ctx.input_shape(s) for s in ("Condition", "X", "Y"))
+    ctx.check(ctx.input_dtype("Condition") == dtypes.VarType.BOOL,
+              "Condition must be a bool tensor")
+    ctx.check(ctx.input_dtype("X") == ctx.input_dtype("Y"),
+              "X and Y must have the same dtype")
+    out = broadcast_shapes(x, y)
+    out = broadcast_shapes(out, c) if out is not None else None
+    ctx.check(out is not None, f"shapes {c}, {x} and {y} do not broadcast together")
+    ctx.set_output("Out", out, ctx.input_dtype("X"))
+
+
+@define_op("expand", ["X"], ["Out"],
+           [Attr("expand_times", "ints", [], doc="repeats per dim (rank of X values)")],
+           doc="Out = X tiled expand_times[i] times along dim i (Paddle 1.5 expand, numpy's "
+               "tile).")
+def _infer_expand(ctx: InferContext) -> None:
+    xs = ctx.input_shape("X")
+    t = list(ctx.attr("expand_times"))
+    ctx.check(len(t) == len(xs), f"expand_times {t} needs one value per dim of X {xs}")
+    ctx.check(all(v >= 0 for v in t), f"expand_times {t} must be >= 0")
+    ctx.set_output("Out", [d * k if d >= 0 else -1 for d, k in zip(xs, t)],
+                   ctx.input_dtype("X"))
+
+
+@define_op("cumsum", ["X"], ["Out"],
+           [Attr("axis", "int", -1), Attr("exclusive", "bool", False),
+            Attr("reverse", "bool", False), Attr("flatten", "bool", False)],
+           doc="Cumulative sum along axis (flatten: over X flattened); exclusive leaves "
+               "out each element itself, reverse sums from the end.")
+def _infer_cumsum(ctx: InferContext) -> None:
+    xs = ctx.input_shape("X")
+    if ctx.attr("flatten"):
+        n = -1 if any(d < 0 for d in xs) else math.prod(xs)
+        ctx.set_output("Out", [n], ctx.input_dtype("X"))
+        return
+    ax = ctx.attr("axis")
+    ctx.check(-len(xs) <= ax < len(xs), f"axis {ax} out of range for rank {len(xs)}")
+    ctx.share("X", "Out")
+
+
+def _declare() -> None:
+    from ..grad import define_default_grad
+    from ..registry import mark_category
+
+    for t in ("erf", "hard_sigmoid", "hard_swish"):
+        define_default_grad(t, uses=("X",))
+    mark_category("elementwise", "erf", "hard_sigmoid", "hard_swish")
+    define_default_grad("where", uses=("Condition", "X", "Y"), in_grads=("X", "Y"))
+    define_default_grad("expand", uses=("X",))
+    define_default_grad("cumsum", uses=("X",))
+
+
+_declare()

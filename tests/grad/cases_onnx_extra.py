@@ -1,0 +1,34 @@
+"""Gradient-check cases for erf, hard_sigmoid, hard_swish, where, expand and cumsum."""
+
+import numpy as np
+
+from tests.grad_harness import GradCase
+
+R = np.random.default_rng(23)
+
+
+def f64(*shape, low=-1.0, high=1.0):
+    return R.uniform(low, high, size=shape).astype(np.float64)
+
+
+def away(x, kinks, gap=0.05):
+    """``x`` with values near a kink of a piecewise function moved off it."""
+    for k in kinks:
+        x = np.where(np.abs(x - k) < gap, k + gap, x)
+    return x
+
+
+CASES = [
+    GradCase("erf", {"X": f64(3, 4, low=-2, high=2)}),
+    GradCase("hard_sigmoid", {"X": away(f64(4, 5, low=-4, high=4), (-2.5, 2.5))}),
+    GradCase("hard_swish", {"X": away(f64(4, 5, low=-5, high=5), (-3.0, 3.0))},
+             id="hard_swish"),
+    GradCase("where", {"Condition": R.random((3, 4)) < 0.5, "X": f64(3, 4), "Y": f64(4)},
+             id="where-broadcast-y"),
+    GradCase("where", {"Condition": R.random((1, 4)) < 0.5, "X": f64(3, 1), "Y": f64(3, 4)},
+             id="where-broadcast-all"),
+    GradCase("expand", {"X": f64(2, 1, 3)}, {"expand_times": [2, 3, 1]}),
+    GradCase("cumsum", {"X": f64(3, 4)}, {"axis": 1}, id="cumsum-axis1"),
+    GradCase("cumsum", {"X": f64(3, 4)}, {"axis": 0, "exclusive": True, "reverse": True},
+             id="cumsum-exclusive-reverse"),
+]
