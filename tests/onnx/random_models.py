@@ -594,6 +594,168 @@ def _rnn(op: str) -> Callable[[R], list[Case]]:
     return gen
 
 
+# -- ops of issue 16 -------------------------------------------------------------------
+
+def gen_hard_sigmoid(r: R) -> list[Case]:
+    return [node_case("HardSigmoid", [F(normal(r, shape(r)) * 4)],
+                      {} if k == 0 else {"alpha": float(r.uniform(0.1, 0.5)),
+                                         "beta": float(r.uniform(0.2, 0.7))},
+                      opset=pick(r, OPSETS), id=f"HardSigmoid-{k}") for k in range(3)]
+
+
+def gen_hard_swish(r: R) -> list[Case]:
+    return [node_case("HardSwish", [F(normal(r, shape(r)) * 4)], opset=pick(r, (14, 22, 28)),
+                      id=f"HardSwish-{k}") for k in range(3)]
+
+
+def gen_erf(r: R) -> list[Case]:
+    return [node_case("Erf", [F(normal(r, shape(r)) * 2)], opset=pick(r, OPSETS),
+                      id=f"Erf-{k}") for k in range(3)]
+
+
+def gen_gelu(r: R) -> list[Case]:
+    return [node_case("Gelu", [F(normal(r, shape(r)) * 2)], {"approximate": a},
+                      opset=pick(r, (20, 28)), id=f"Gelu-{a}") for a in ("none", "tanh")]
+
+
+def gen_where(r: R) -> list[Case]:
+    out = []
+    for k in range(4):
+        s = shape(r)
+        ys = bcast_partner(r, s)
+        cs = bcast_partner(r, s)
+        x = normal(r, s) if k < 3 else ints(r, s)
+        y = normal(r, ys) if k < 3 else ints(r, ys)
+        out.append(node_case("Where", [F(r.random(cs) < 0.5), F(x), F(y)],
+                             opset=pick(r, (11, 16, 28)), id=f"Where-{k}"))
+    return out
+
+
+def gen_expand(r: R) -> list[Case]:
+    x = normal(r, [3, 1, 2])
+    return [
+        node_case("Expand", [F(x), C(np.array([2, 3, 4, 2], np.int64))], opset=11,
+                  id="Expand-more-dims"),
+        node_case("Expand", [F(x), C(np.array([1, 5, 1], np.int64))], opset=13,
+                  id="Expand-ones"),
+        node_case("Expand", [F(ints(r, [1, 4])), C(np.array([3, 1], np.int64))], opset=28,
+                  id="Expand-int64"),
+        node_case("Expand", [F(normal(r, [2, 1]), [None, 1]), C(np.array([4], np.int64))],
+                  opset=13, id="Expand-dynamic-batch"),
+    ]
+
+
+def gen_tile(r: R) -> list[Case]:
+    return [
+        node_case("Tile", [F(normal(r, [2, 3])), C(np.array([2, 1], np.int64))], opset=11,
+                  id="Tile-2d"),
+        node_case("Tile", [F(ints(r, [2, 1, 3], dtype=np.int32)),
+                           C(np.array([1, 3, 2], np.int64))], opset=13, id="Tile-int32"),
+    ]
+
+
+def gen_cumsum(r: R) -> list[Case]:
+    out = []
+    for k in range(4):
+        s = shape(r)
+        x = normal(r, s) if k != 3 else ints(r, s)
+        ax = int(r.integers(-len(s), len(s)))
+        out.append(node_case("CumSum", [F(x), C(np.array(ax, np.int64))],
+                             {"exclusive": k % 2, "reverse": k // 2 % 2},
+                             opset=pick(r, (11, 14, 28)), id=f"CumSum-{k}"))
+    return out
+
+
+def gen_constant_of_shape(r: R) -> list[Case]:
+    x = normal(r, [2, 3])
+    val = helper.make_tensor("v", 1, [1], [2.5])
+    return [graph_case([helper.make_node("ConstantOfShape", ["s"], ["c"], value=val),
+                        helper.make_node("Add", ["x", "c"], ["y"])],
+                       {"x": F(x), "s": C(np.array([2, 3], np.int64))}, ["y"],
+                       id="ConstantOfShape-add")]
+
+
+def gen_range(r: R) -> list[Case]:
+    x = normal(r, [2, 4])
+    return [graph_case([helper.make_node("Range", ["a", "b", "d"], ["c"]),
+                        helper.make_node("Add", ["x", "c"], ["y"])],
+                       {"x": F(x), "a": C(np.asarray(F32(1.0))), "b": C(np.asarray(F32(3.0))),
+                        "d": C(np.asarray(F32(0.5)))}, ["y"], id="Range-add")]
+
+
+def gen_top_k(r: R) -> list[Case]:
+    out = []
+    for k in range(4):
+        s = shape(r, 1, 3, 6)
+        ax = int(r.integers(-len(s), len(s)))
+        kk = int(r.integers(1, s[ax] + 1))
+        x = ints(r, s, 0, 4).astype(F32) if k == 3 else normal(r, s)
+        out.append(node_case("TopK", [F(x), C(np.array([kk], np.int64))],
+                             {"axis": ax, "largest": int(k != 1)},
+                             opset=pick(r, (11, 24, 28)), n_out=2, id=f"TopK-{k}"))
+    return out
+
+
+def gen_lrn(r: R) -> list[Case]:
+    return [node_case("LRN", [F(normal(r, [2, 5, 3, 4]))], {"size": 3}, opset=13,
+                      id="LRN-3"),
+            node_case("LRN", [F(normal(r, [1, 6, 4, 2]))],
+                      {"size": 5, "alpha": 0.01, "beta": 0.5, "bias": 2.0}, opset=11,
+                      id="LRN-5")]
+
+
+def gen_instance_norm(r: R) -> list[Case]:
+    return [node_case("InstanceNormalization",
+                      [F(normal(r, s)), C(normal(r, s[1:2])), C(normal(r, s[1:2]))],
+                      {"epsilon": 1e-3}, opset=pick(r, (11, 22)),
+                      id=f"InstanceNormalization-{len(s)}d") for s in ([2, 3, 4, 5], [2, 4, 6])]
+
+
+def gen_layer_norm(r: R) -> list[Case]:
+    out = []
+    for k, (s, ax) in enumerate((([2, 3, 4], -1), ([3, 4, 5], 1), ([2, 6], 0))):
+        ns = s[ax:]
+        ins = [F(normal(r, s)), C(normal(r, ns))] + ([C(normal(r, ns))] if k < 2 else [])
+        out.append(node_case("LayerNormalization", ins, {"axis": ax}, opset=pick(r, (17, 28)),
+                             id=f"LayerNormalization-{k}"))
+    return out
+
+
+def gen_resize(r: R) -> list[Case]:
+    x = normal(r, [1, 2, 3, 4])
+    sc = C(np.array([1, 1, 2, 2], F32))
+    out = [
+        node_case("Resize", [F(x), NONE, sc], {"mode": "nearest"}, opset=13,
+                  id="Resize-nearest-x2"),
+        node_case("Resize", [F(x), NONE, sc], {"mode": "linear"}, opset=13,
+                  id="Resize-linear-half-pixel"),
+        node_case("Resize", [F(x), NONE, NONE, C(np.array([1, 2, 5, 7], np.int64))],
+                  {"mode": "linear", "coordinate_transformation_mode": "align_corners"},
+                  opset=18, id="Resize-linear-align-corners"),
+        node_case("Resize", [F(x), NONE, NONE, C(np.array([1, 2, 6, 3], np.int64))],
+                  {"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
+                   "nearest_mode": "floor"}, opset=13, id="Resize-nearest-asymmetric"),
+        node_case("Resize", [F(x), NONE, C(np.array([1, 1, 1.5, 0.5], F32))],
+                  {"mode": "cubic"}, opset=19, id="Resize-cubic"),
+        node_case("Resize", [F(x, [None, 2, 3, 4]), NONE, sc],
+                  {"mode": "nearest"}, opset=13, id="Resize-nearest-dynamic-batch"),
+    ]
+    return out
+
+
+def gen_einsum(r: R) -> list[Case]:
+    a, b = normal(r, [2, 3, 4]), normal(r, [2, 4, 5])
+    return [
+        node_case("Einsum", [F(a), F(b)], {"equation": "bij,bjk->bik"}, opset=12,
+                  id="Einsum-batch-matmul"),
+        node_case("Einsum", [F(normal(r, [3, 4])), F(normal(r, [5, 4]))],
+                  {"equation": "ij,kj->ik"}, opset=13, id="Einsum-matmul-bt"),
+        node_case("Einsum", [F(a)], {"equation": "bij->jb"}, opset=13, id="Einsum-sum-perm"),
+        node_case("Einsum", [F(normal(r, [3, 4])), F(normal(r, [4, 2, 5]))],
+                  {"equation": "ij,jkl->ilk"}, opset=28, id="Einsum-grouped"),
+    ]
+
+
 GENERATORS: dict[str, Callable[[R], list[Case]]] = {
     "LSTM": _rnn("LSTM"), "GRU": _rnn("GRU"),
     "Relu": _unary("Relu"), "Sigmoid": _unary("Sigmoid"), "Tanh": _unary("Tanh"),
@@ -618,6 +780,11 @@ GENERATORS: dict[str, Callable[[R], list[Case]]] = {
     "Cast": gen_cast, "Pad": gen_pad,
     "ReduceMean": _reduce("ReduceMean", 18), "ReduceSum": _reduce("ReduceSum", 13),
     "ReduceMax": _reduce("ReduceMax", 18), "Gather": gen_gather, "ArgMax": gen_argmax,
+    "Erf": gen_erf, "HardSigmoid": gen_hard_sigmoid, "HardSwish": gen_hard_swish,
+    "Gelu": gen_gelu, "Where": gen_where, "Expand": gen_expand, "Tile": gen_tile,
+    "CumSum": gen_cumsum, "ConstantOfShape": gen_constant_of_shape, "Range": gen_range,
+    "TopK": gen_top_k, "LRN": gen_lrn, "InstanceNormalization": gen_instance_norm,
+    "LayerNormalization": gen_layer_norm, "Resize": gen_resize, "Einsum": gen_einsum,
 }
 
 

@@ -425,9 +425,77 @@ def _fill_constant(ctx: ExportCtx, op: Operator) -> None:
     ctx.node("Identity", [ctx.const(value, f"{_out(op)}.value")], [_out(op)])
 
 
+def _hard_swish(ctx: ExportCtx, op: Operator) -> None:
+    got = (op.attr("threshold"), op.attr("scale"), op.attr("offset"))
+    if got != (6.0, 6.0, 3.0):
+        ctx.fail(f"hard_swish with threshold, scale, offset {got}: ONNX HardSwish is "
+                 "the (6, 6, 3) form only")
+    ctx.node("HardSwish", [_x(op)], [_out(op)])
+
+
+def _where(ctx: ExportCtx, op: Operator) -> None:
+    ctx.node("Where", [_x(op, "Condition"), _x(op), _x(op, "Y")], [_out(op)])
+
+
+def _expand(ctx: ExportCtx, op: Operator) -> None:
+    out = _out(op)
+    ctx.node("Tile", [_x(op), ctx.ints(op.attr("expand_times"), f"{out}.repeats")], [out])
+
+
+def _cumsum(ctx: ExportCtx, op: Operator) -> None:
+    x, out = _x(op), _out(op)
+    axis = op.attr("axis")
+    if op.attr("flatten"):
+        x = ctx.node("Reshape", [x, ctx.ints([-1], f"{out}.flat")])
+        axis = 0
+    ctx.node("CumSum", [x, ctx.ints([axis], f"{out}.axis")], [out],
+             exclusive=int(op.attr("exclusive")), reverse=int(op.attr("reverse")))
+
+
+def _top_k(ctx: ExportCtx, op: Operator) -> None:
+    out, idx = _out(op), _out(op, "Indices")
+    ctx.node("TopK", [_x(op), ctx.ints([op.attr("k")], f"{out}.k")], [out, idx], axis=-1)
+
+
+def _nearest_interp(ctx: ExportCtx, op: Operator) -> None:
+    """Output k reads input floor(k * in / out) (``asymmetric`` + ``floor``) or, with
+    align_corners, round-half-up(k (in-1)/(out-1)) (``align_corners`` +
+    ``round_prefer_ceil``)."""
+    x, out = _x(op), _out(op)
+    if op.input("OutSize"):
+        ctx.fail("nearest_interp with a run-time OutSize is not exported")
+    xs, ys = ctx.shape(x), ctx.shape(out)
+    if len(ys) != 4 or any(d < 0 for d in ys[2:]):
+        ctx.fail(f"nearest_interp to a size not known at export time ({ys})")
+    ac = bool(op.attr("align_corners"))
+    attrs: dict[str, Any] = {}
+    if any(d < 0 for d in xs[:2]):  # a run-time batch: resize H and W only
+        whole = all(i > 0 and o % i == 0 for i, o in zip(xs[2:], ys[2:]))
+        if ctx.opset < 18 and whole and not ac:  # integer factors: exact as scales
+            scales = np.array([1, 1, ys[2] // xs[2], ys[3] // xs[3]], np.float32)
+            ctx.node("Resize", [x, "", ctx.const(scales, f"{out}.scales")], [out],
+                     mode="nearest", coordinate_transformation_mode="asymmetric",
+                     nearest_mode="floor")
+            return
+        ctx.needs(18, "nearest_interp of a tensor with run-time batch or channels (Resize "
+                  "axes)")
+        sizes, attrs["axes"] = ctx.ints(ys[2:], f"{out}.sizes"), [2, 3]
+    else:
+        sizes = ctx.ints(xs[:2] + ys[2:], f"{out}.sizes")
+    ctx.node("Resize", [x, "", "", sizes], [out], mode="nearest",
+             coordinate_transformation_mode="align_corners" if ac else "asymmetric",
+             nearest_mode="round_prefer_ceil" if ac else "floor", **attrs)
+
+
 #: the exporters that do more than rename: several nodes, attributes computed from
 #: shapes, checks of what ONNX cannot express
 _SPECIAL: dict[str, OpExport] = {
+    "hard_swish": OpExport(_hard_swish, "HardSwish"),
+    "where": OpExport(_where, "Where"),
+    "expand": OpExport(_expand, "Tile"),
+    "cumsum": OpExport(_cumsum, "CumSum"),
+    "top_k": OpExport(_top_k, "TopK"),
+    "nearest_interp": OpExport(_nearest_interp, "Resize (nearest)"),
     "square": OpExport(_square, "Mul"),
     "clip": OpExport(_clip, "Clip"),
     "scale": OpExport(_scale, "Mul, Add"),

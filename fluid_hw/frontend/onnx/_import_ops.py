@@ -1056,3 +1056,7 @@ IMPORTERS: dict[str, OpImport] = {
     **{p.onnx: OpImport(_from_pair(p), p.fluid) for p in PAIRS if p.imports},
     **_SPECIAL,
 }
+
+from ._import_more import MORE  # noqa: E402  (it uses the helpers above)
+
+IMPORTERS.update(MORE)

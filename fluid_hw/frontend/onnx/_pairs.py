@@ -62,6 +62,9 @@ PAIRS: tuple[Pair, ...] = (
             ("Ceil", "ceil"), ("Round", "round"), ("Sign", "sign"), ("Sin", "sin"),
             ("Cos", "cos"), ("Reciprocal", "reciprocal"), ("Not", "logical_not")),
     Pair("LeakyRelu", "leaky_relu", attrs=(Attr("alpha", "alpha", float, 0.01),)),
+    Pair("Erf", "erf"),
+    Pair("HardSigmoid", "hard_sigmoid", attrs=(Attr("alpha", "slope", float, 0.2),
+                                               Attr("beta", "offset", float, 0.5))),
     Pair("Softmax", "softmax", attrs=_AXIS, imports=False),  # opset < 13 flattens
     Pair("LogSoftmax", "log_softmax", attrs=_AXIS, imports=False),
     Pair("Add", "elementwise_add", "binary", imports=False),  # a scale for a constant

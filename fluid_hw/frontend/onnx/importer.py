@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
+import onnx.defs
 import onnx.helper
 import onnx.numpy_helper
 
 from ...errors import FluidError, FormatError, UnknownOpError
+from ...ir import dtypes
 from ...ir.program import Program, Variable
 from ...ir.scope import Scope, scope_guard
 from ...ir.verifier import verify_program
@@ -147,6 +149,35 @@ def _sparse_to_array(s: onnx.SparseTensorProto, source: str) -> np.ndarray:
         raise FormatError(f"{where}: an index is out of range; the model is corrupted: "
                           "export it again") from None
     return dense
+
+
+def function_body(node: onnx.NodeProto, opset: int,
+                  input_types: list[onnx.TypeProto | None]) -> onnx.FunctionProto | None:
+    """The function body ONNX defines for ``node``'s op at ``opset`` (default domain), or
+    None when its schema has none."""
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, "")
+    except Exception:  # not an ONNX op
+        return None
+    try:
+        if schema.has_function:
+            f = schema.get_function_with_opset_version(opset) if hasattr(
+                schema, "get_function_with_opset_version") else None
+            f = f or schema.function_body
+            if isinstance(f, bytes):
+                fp = onnx.FunctionProto()
+                fp.ParseFromString(f)
+                f = fp
+            return f if f.node else None
+        if schema.has_context_dependent_function and all(t is not None for t in input_types):
+            body = schema.get_context_dependent_function(
+                node.SerializeToString(), [t.SerializeToString() for t in input_types])
+            fp = onnx.FunctionProto()
+            fp.ParseFromString(body)
+            return fp if fp.node else None
+    except Exception:
+        return None
+    return None
 
 
 class Importer:
@@ -331,7 +362,11 @@ class Importer:
                 return
             conv = IMPORTERS.get(node.op_type)
             if conv is None:
-                raise Unsupported("no mapping to fluid-hw ops")
+                body = function_body(node, opset, [self._type_of(v) for v in ins])
+                if body is None:
+                    raise Unsupported("no mapping to fluid-hw ops")
+                self._expand(index, node, body, label)
+                return
             for i, v in enumerate(ins):
                 if isinstance(v, Const) and onnx_type_of(v.array.dtype) is None:
                     raise Unsupported(f"input #{i} ({node.input[i]!r}) is a {v.array.dtype} "
@@ -343,6 +378,72 @@ class Importer:
                     raise Unsupported(f"output #{j} ({name!r}) is not supported")
         except FluidError as e:
             self.problems.append(f"{label}: {e}")
+
+    def _type_of(self, v: Value | None) -> onnx.TypeProto | None:
+        """An input's ONNX tensor type (for context-dependent function bodies)."""
+        if isinstance(v, Const):
+            elem, shape = onnx_type_of(v.array.dtype), list(v.array.shape)
+        elif isinstance(v, str):
+            var = self.block.var(v)
+            elem = onnx_type_of(np.dtype(dtypes.to_numpy(var.dtype)))
+            shape = [d if d >= 0 else None for d in var.shape]
+        else:
+            return None
+        return None if elem is None else onnx.helper.make_tensor_type_proto(elem, shape)
+
+    def _expand(self, index: int, node: onnx.NodeProto, body: onnx.FunctionProto,
+                label: str) -> None:
+        """Import ``node`` as the nodes of the function body ONNX defines for its op:
+        the body's inputs and outputs are the node's, its other values get names of
+        their own, its attribute references take the node's attributes (or the
+        schema's defaults)."""
+        schema = onnx.defs.get_schema(node.op_type, self.opsets[""], "")
+        given = {a.name: a for a in node.attribute}
+        rename = dict(zip(body.input, node.input))
+        rename.update({o: n for o, n in zip(body.output, node.output)})
+        prefix = f"{node.output[0] if node.output else node.op_type}.fn{index}."
+
+        def name(n: str) -> str:
+            if not n:
+                return n
+            if n not in rename:
+                rename[n] = fresh(self.taken, prefix + n)
+            return rename[n]
+
+        subs = []
+        for k, sub in enumerate(body.node):
+            new = onnx.NodeProto()
+            new.CopyFrom(sub)
+            new.name = f"{node.name or node.op_type}/{sub.name or sub.op_type + str(k)}"
+            del new.input[:], new.output[:], new.attribute[:]
+            new.input.extend(name(n) for n in sub.input)
+            new.output.extend(name(n) for n in sub.output)
+            for a in sub.attribute:
+                if not a.ref_attr_name:
+                    new.attribute.append(a)
+                    continue
+                src = given.get(a.ref_attr_name)
+                if src is None and a.ref_attr_name in schema.attributes:
+                    d = schema.attributes[a.ref_attr_name].default_value
+                    src = d if d.name else None
+                if src is not None:
+                    b = onnx.AttributeProto()
+                    b.CopyFrom(src)
+                    b.name = a.name
+                    new.attribute.append(b)
+            subs.append(new)
+        versions = {("" if o.domain in DEFAULT_DOMAINS else o.domain): int(o.version)
+                    for o in body.opset_import}
+        saved, before = self.opsets[""], len(self.problems)
+        self.opsets[""] = versions.get("", saved)
+        try:
+            for sub in subs:
+                self._node(index, sub)
+        finally:
+            self.opsets[""] = saved
+        for k in range(before, len(self.problems)):
+            self.problems[k] = f"{label}, expanded into its ONNX function body: " \
+                               f"{self.problems[k]}"
 
     def _fold(self, node: onnx.NodeProto, ins: list[Value | None],
               attrs: dict[str, Any]) -> bool:

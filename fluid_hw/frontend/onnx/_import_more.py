@@ -1,0 +1,538 @@
+"""Converters of the ONNX ops real models need beyond the core table (issue 16):
+Where, Expand, Tile, CumSum, ConstantOfShape, Range, TopK, LRN, Gelu,
+InstanceNormalization, LayerNormalization, Resize and two-operand Einsum.
+
+``_import_ops`` adds :data:`MORE` to its import table; ops that ONNX defines by a
+function body and that no entry covers are expanded into their body by the importer
+(``importer.function_body``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx.numpy_helper
+
+from ._context import NodeCtx
+from ._import_ops import OpImport, _cast, _norm, _squeeze_to_scalar
+from ._sizes import MAX_COMPUTED_BYTES, nbytes
+
+F32 = np.dtype(np.float32)
+
+
+def _float(ctx: NodeCtx, i: int = 0) -> np.dtype:
+    dt = ctx.dtype(i)
+    if dt.kind != "f":
+        ctx.fail(f"input #{i} is {dt}; {ctx.op_type} takes float tensors here")
+    return dt
+
+
+def _scalar_var(ctx: NodeCtx, value: float, dt: np.dtype, hint: str) -> str:
+    return ctx.param(np.array([value], dt), hint)
+
+
+# -- selection, broadcasting, scans ------------------------------------------------------
+
+def _where(ctx: NodeCtx) -> None:
+    if ctx.dtype(0) != np.bool_:
+        ctx.fail(f"condition (input #0) is {ctx.dtype(0)}; Where takes a bool condition")
+    if ctx.dtype(1) != ctx.dtype(2):
+        ctx.fail(f"X and Y have different types {ctx.dtype(1)} and {ctx.dtype(2)}")
+    ctx.emit("where", {"Condition": ctx.var(0), "X": ctx.var(1), "Y": ctx.var(2)}, out=0)
+
+
+def _tile_to(ctx: NodeCtx, x: str, rank: int, times: list[int]) -> None:
+    """``x`` (rank ``rank``) tiled ``times`` (one entry per dim) into output 0."""
+    if all(t == 1 for t in times):
+        ctx.alias(0, x)
+        return
+    ctx.emit("expand", {"X": x}, {"expand_times": times}, out=0)
+
+
+def _expand(ctx: NodeCtx) -> None:
+    """ONNX Expand: numpy broadcasting of X to ``shape`` (either side may be 1) ->
+    Paddle's ``expand`` (tiling) of the dims of size 1."""
+    target = ctx.shape_values(1, "shape")
+    x = ctx.var(0)
+    dims = ctx.dims(0)
+    lead = len(target) - len(dims)
+    if lead > 0:
+        x = ctx.emit("unsqueeze2", {"X": x}, {"axes": list(range(lead))})
+        dims = [1] * lead + dims
+    full = [1] * max(-lead, 0) + list(target)
+    times = []
+    for k, (d, t) in enumerate(zip(dims, full)):
+        if t == 1 or t == d:
+            times.append(1)
+        elif d == 1 and isinstance(t, int):
+            times.append(t)
+        else:
+            ctx.fail(f"cannot broadcast dim {k} of X ({d}) to {t} of shape {full}: needs "
+                     "X's dim 1 and the target known at import time, or the two equal")
+    if nbytes([abs(int(d)) if isinstance(d, int) else 1 for d in dims] + times,
+              ctx.dtype(0)) > MAX_COMPUTED_BYTES * 4:
+        ctx.fail(f"the expanded tensor of shape {full} is implausibly large")
+    _tile_to(ctx, x, len(dims), times)
+
+
+def _tile(ctx: NodeCtx) -> None:
+    reps = ctx.ints(1, "repeats")
+    if len(reps) != ctx.rank(0) or any(r < 0 for r in reps):
+        ctx.fail(f"repeats {reps} must hold one value >= 0 per dim of X {ctx.shape(0)}")
+    _tile_to(ctx, ctx.var(0), ctx.rank(0), reps)
+
+
+def _cumsum(ctx: NodeCtx) -> None:
+    axis = ctx.ints(1, "axis")
+    if len(axis) != 1:
+        ctx.fail(f"axis {axis} must be one value")
+    if ctx.dtype(0).kind not in "fi":
+        ctx.fail(f"X is {ctx.dtype(0)}; CumSum of fluid-hw takes float, int32 and int64")
+    ax = _norm(axis[0], ctx.rank(0), ctx)
+    ctx.emit("cumsum", {"X": ctx.var(0)},
+             {"axis": ax, "exclusive": bool(ctx.attr("exclusive", 0)),
+              "reverse": bool(ctx.attr("reverse", 0))}, out=0)
+
+
+def _constant_of_shape(ctx: NodeCtx) -> None:
+    shape = ctx.ints(0, "shape")
+    value = ctx.attr("value")
+    arr = (onnx.numpy_helper.to_array(value).reshape(-1) if value is not None
+           else np.zeros(1, F32))
+    if arr.size != 1 or any(d < 0 for d in shape):
+        ctx.fail(f"value must be one element and shape {shape} non-negative")
+    if nbytes(shape, arr.dtype) > MAX_COMPUTED_BYTES:
+        ctx.fail(f"a constant of shape {shape} passes the {MAX_COMPUTED_BYTES >> 20} MiB "
+                 "fluid-hw makes at import time")
+    ctx.bind(0, np.full(shape, arr[0], arr.dtype))
+
+
+def _range(ctx: NodeCtx) -> None:
+    start, limit, delta = (ctx.need_const(i, w) for i, w in
+                           enumerate(("start", "limit", "delta")))
+    dt = start.dtype
+    s, lim, d = (v.reshape(-1)[0].item() for v in (start, limit, delta))
+    if d == 0:
+        ctx.fail("delta is 0")
+    n = max(math.ceil((lim - s) / d), 0)
+    if nbytes([n], dt) > MAX_COMPUTED_BYTES:
+        ctx.fail(f"{n} elements pass the {MAX_COMPUTED_BYTES >> 20} MiB limit")
+    ctx.bind(0, (np.arange(n, dtype=np.float64 if dt.kind == "f" else np.int64) * d + s)
+             .astype(dt))
+
+
+def _top_k(ctx: NodeCtx) -> None:
+    k = ctx.ints(1, "K")
+    rank = ctx.rank(0)
+    if len(k) != 1 or k[0] < 1:
+        ctx.fail(f"K {k}: fluid-hw's top_k takes one K >= 1")
+    axis = _norm(int(ctx.attr("axis", -1)), rank, ctx)
+    largest = bool(ctx.attr("largest", 1))
+    dt = ctx.dtype(0)
+    if not largest and dt.kind not in "fi":
+        ctx.fail(f"largest=0 on {dt}: the k smallest are found on the negated input, which "
+                 "needs a signed type")
+    x = ctx.var(0)
+    perm = list(range(rank))
+    perm[axis], perm[-1] = perm[-1], perm[axis]
+    if axis != rank - 1:
+        x = ctx.emit("transpose2", {"X": x}, {"axis": perm})
+    if not largest:
+        x = ctx.emit("scale", {"X": x}, {"scale": -1.0})
+    vals, idx = ctx.new_var(None, "values"), ctx.new_var(None, "indices")
+    ctx.emit_op("top_k", {"X": x}, {"Out": [vals], "Indices": [idx]}, {"k": k[0]})
+    if not largest:
+        vals = ctx.emit("scale", {"X": vals}, {"scale": -1.0})
+    for j, v in ((0, vals), (1, idx)):
+        if not ctx.wants(j):
+            continue
+        if axis != rank - 1:
+            ctx.emit("transpose2", {"X": v}, {"axis": perm}, out=j)
+        else:
+            ctx.alias(j, v)
+
+
+# -- normalization and activations --------------------------------------------------------
+
+def _lrn(ctx: NodeCtx) -> None:
+    """y = x / (bias + alpha / size * sum of x^2 over `size` channels) ^ beta; the sum is
+    an average pooling of x^2 over the channels (count including the zero padding)."""
+    _float(ctx)
+    size = int(ctx.attr("size", 0))
+    if size < 1:
+        ctx.fail(f"attribute size={size} must be >= 1")
+    shape = ctx.shape(0)
+    if len(shape) < 3 or shape[1] < 0:
+        ctx.fail(f"X of shape {shape}: LRN needs [N, C, ...] with C known")
+    alpha, beta = float(ctx.attr("alpha", 1e-4)), float(ctx.attr("beta", 0.75))
+    bias = float(ctx.attr("bias", 1.0))
+    x = ctx.var(0)
+    sq = ctx.emit("square", {"X": x})
+    grid = ctx.emit("reshape2", {"X": sq}, {"shape": [0, 1, shape[1], -1]})
+    lo = (size - 1) // 2
+    s = ctx.emit("pool2d", {"X": grid},
+                 {"pooling_type": "avg", "ksize": [size, 1], "strides": [1, 1],
+                  "paddings": [lo, size - 1 - lo, 0, 0], "exclusive": False})
+    base = ctx.emit("scale", {"X": s}, {"scale": alpha, "bias": bias})
+    p = _scalar_var(ctx, beta, ctx.dtype(0), "beta")
+    den = ctx.emit("elementwise_pow", {"X": base, "Y": p}, {"axis": -1})
+    den = ctx.emit("reshape2", {"X": den}, {"shape": [0, *shape[1:]]
+                                            if all(d >= 0 for d in shape[1:])
+                                            else [0, shape[1], *([-1] if len(shape) == 3
+                                                                 else shape[2:])]})
+    ctx.emit("elementwise_div", {"X": x, "Y": den}, {"axis": -1}, out=0)
+
+
+def _normalize(ctx: NodeCtx, x: str, axes: list[int], eps: float, dt: np.dtype
+               ) -> tuple[str, str, str]:
+    """(x - mean) / sqrt(var + eps) over ``axes`` (kept): (normalized, mean, 1/std)."""
+    mean = ctx.emit("reduce_mean", {"X": x}, {"dim": axes, "keep_dim": True}, hint="mean")
+    d = ctx.emit("elementwise_sub", {"X": x, "Y": mean}, {"axis": -1}, hint="centered")
+    var = ctx.emit("reduce_mean", {"X": ctx.emit("square", {"X": d})},
+                   {"dim": axes, "keep_dim": True}, hint="var")
+    inv = ctx.emit("reciprocal", {"X": ctx.emit("sqrt", {"X": ctx.emit(
+        "scale", {"X": var}, {"bias": eps})})}, hint="inv_std")
+    return ctx.emit("elementwise_mul", {"X": d, "Y": inv}, {"axis": -1}), mean, inv
+
+
+def _instance_norm(ctx: NodeCtx) -> None:
+    dt = _float(ctx)
+    rank = ctx.rank(0)
+    if rank < 3:
+        ctx.fail(f"X of rank {rank}; InstanceNormalization needs [N, C, ...]")
+    y, _, _ = _normalize(ctx, ctx.var(0), list(range(2, rank)),
+                         float(ctx.attr("epsilon", 1e-5)), dt)
+    y = ctx.emit("elementwise_mul", {"X": y, "Y": ctx.var(1)}, {"axis": 1})
+    ctx.emit("elementwise_add", {"X": y, "Y": ctx.var(2)}, {"axis": 1}, out=0)
+
+
+def _layer_norm(ctx: NodeCtx) -> None:
+    dt = _float(ctx)
+    rank = ctx.rank(0)
+    axis = _norm(int(ctx.attr("axis", -1)), rank, ctx)
+    x = ctx.var(0)
+    stash = int(ctx.attr("stash_type", 1))
+    work = F32 if stash == 1 and dt.itemsize < 4 else dt
+    xw = _cast(ctx, x, dt, work)
+    y, mean, inv = _normalize(ctx, xw, list(range(axis, rank)),
+                              float(ctx.attr("epsilon", 1e-5)), work)
+    y = _cast(ctx, y, work, dt)
+    has_b = ctx.has(2)
+    y = ctx.emit("elementwise_mul", {"X": y, "Y": ctx.var(1)}, {"axis": -1},
+                 out=None if has_b else 0)
+    if has_b:
+        ctx.emit("elementwise_add", {"X": y, "Y": ctx.var(2)}, {"axis": -1}, out=0)
+    for j, v in ((1, mean), (2, inv)):
+        if ctx.wants(j):
+            ctx.alias(j, v)
+
+
+def _hard_swish(ctx: NodeCtx) -> None:
+    """ONNX HardSwish is fluid's hard_swish with its defaults (threshold 6, scale 6,
+    offset 3); its exporter checks them, so it is no one-to-one pair."""
+    ctx.emit("hard_swish", {"X": ctx.var(0)}, out=0)
+
+
+def _gelu(ctx: NodeCtx) -> None:
+    _float(ctx)
+    x = ctx.var(0)
+    approx = ctx.attr("approximate", "none")
+    if approx == "none":
+        e = ctx.emit("erf", {"X": ctx.emit("scale", {"X": x}, {"scale": 1 / math.sqrt(2)})})
+    elif approx == "tanh":
+        cube = ctx.emit("elementwise_mul", {"X": ctx.emit("square", {"X": x}), "Y": x},
+                        {"axis": -1})
+        inner = ctx.emit("elementwise_add", {"X": x, "Y": ctx.emit(
+            "scale", {"X": cube}, {"scale": 0.044715})}, {"axis": -1})
+        e = ctx.emit("tanh", {"X": ctx.emit("scale", {"X": inner},
+                                           {"scale": math.sqrt(2 / math.pi)})})
+    else:
+        ctx.fail(f"attribute approximate={approx!r}: must be 'none' or 'tanh'")
+    half = ctx.emit("scale", {"X": e}, {"scale": 0.5, "bias": 0.5})
+    ctx.emit("elementwise_mul", {"X": x, "Y": half}, {"axis": -1}, out=0)
+
+
+# -- Resize ------------------------------------------------------------------------------
+
+_RESIZE_DEFAULTS = {"mode": "nearest", "nearest_mode": "round_prefer_floor",
+                    "coordinate_transformation_mode": "half_pixel", "cubic_coeff_a": -0.75,
+                    "exclude_outside": 0, "extrapolation_value": 0.0, "antialias": 0,
+                    "keep_aspect_ratio_policy": "stretch"}
+
+
+def _resize_sizes(ctx: NodeCtx, xs: list[int]) -> tuple[list[float], list[int],
+                                                          list[float] | None]:
+    """Per-axis scale factors, output sizes and roi ([starts..., ends...]) as ONNX's
+    reference implementation computes them."""
+    r = len(xs)
+    axes = [_norm(a, r, ctx, "axes entry") for a in (ctx.attr("axes") or range(r))]
+    roi = ctx.const(1) if ctx.has(1) else None
+    scales = ctx.const(2) if ctx.has(2) else None
+    sizes = ctx.const(3) if ctx.has(3) else None
+    for i, (v, what) in enumerate(((roi, "roi"), (scales, "scales"), (sizes, "sizes")), 1):
+        if ctx.has(i) and v is None:
+            ctx.need_const(i, what)
+    roi_l = [float(v) for v in roi.reshape(-1)] if roi is not None and roi.size else None
+    sc = [float(v) for v in scales.reshape(-1)] if scales is not None and scales.size else None
+    sz = [int(v) for v in sizes.reshape(-1)] if sizes is not None and sizes.size else None
+    if (sc is None) == (sz is None):
+        ctx.fail("exactly one of scales and sizes must be given")
+    n = len(axes)
+    for what, v in (("scales", sc), ("sizes", sz)):
+        if v is not None and len(v) != n:
+            ctx.fail(f"{what} {v} needs {n} values (one per axis {axes})")
+    resized = axes if sc is None else [a for i, a in enumerate(axes) if sc[i] != 1.0]
+    if any(xs[a] < 0 for a in resized):
+        ctx.fail(f"X of shape {xs}: the resized dims must be known at import time")
+    full_roi = None
+    if roi_l is not None:
+        if len(roi_l) != 2 * n:
+            ctx.fail(f"roi {roi_l} needs {2 * n} values")
+        full_roi = [0.0] * r + [1.0] * r
+        for i, a in enumerate(axes):
+            full_roi[a], full_roi[r + a] = roi_l[i], roi_l[n + i]
+    if sz is not None:
+        out = list(xs)
+        for i, a in enumerate(axes):
+            out[a] = sz[i]
+        if any(v < 0 for v in out):
+            ctx.fail(f"sizes {sz} must be >= 0")
+        factors = [out[k] / xs[k] if xs[k] else 1.0 for k in range(r)]
+        policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
+        if policy != "stretch":
+            if policy not in ("not_larger", "not_smaller"):
+                ctx.fail(f"keep_aspect_ratio_policy={policy!r} is not a valid value")
+            pick = min if policy == "not_larger" else max
+            s = pick(factors[a] for a in axes)
+            factors = [s if k in axes else 1.0 for k in range(r)]
+            out = [int(s * xs[k] + 0.5) if k in axes else xs[k] for k in range(r)]
+        return factors, out, full_roi
+    assert sc is not None
+    factors = [1.0] * r
+    for i, a in enumerate(axes):
+        factors[a] = sc[i]
+    if any(f <= 0 for f in factors):
+        ctx.fail(f"scales {sc} must be > 0")
+    out = [int(f * d) if d >= 0 else -1 for f, d in zip(factors, xs)]
+    return factors, out, full_roi
+
+
+def _resize_coeffs(ctx: NodeCtx) -> Any:
+    from onnx.reference.ops import op_resize as ref
+
+    a = {k: ctx.attr(k, v) for k, v in _RESIZE_DEFAULTS.items()}
+    mode = a["mode"]
+    if mode == "nearest":
+        if a["antialias"]:
+            ctx.fail("antialias=1 with mode 'nearest' is not defined")
+        nm = a["nearest_mode"]
+        if nm not in ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"):
+            ctx.fail(f"attribute nearest_mode={nm!r} is not a valid value")
+        return lambda x, s: ref._nearest_coeffs(x, mode=nm)
+    if mode == "linear":
+        return ref._linear_coeffs_antialias if a["antialias"] else ref._linear_coeffs
+    if mode == "cubic":
+        fn = ref._cubic_coeffs_antialias if a["antialias"] else ref._cubic_coeffs
+        cc = float(a["cubic_coeff_a"])
+        return lambda x, s: fn(x, s, A=cc)
+    ctx.fail(f"attribute mode={mode!r}: must be nearest, linear or cubic")
+
+
+_CTM = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+        "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize")
+
+
+def _axis_map(ctx: NodeCtx, coeffs: Any, n: int, m: int, scale: float,
+              roi: list[float] | None) -> tuple[np.ndarray, np.ndarray]:
+    """Resizing one axis of size n to m is ``y = x @ M + b``: M [n, m] and b [m] from
+    ONNX's reference implementation applied to the identity (and to zeros, for the
+    extrapolation value of tf_crop_and_resize)."""
+    from onnx.reference.ops import op_resize as ref
+
+    kw = {"roi": roi, "extrapolation_value": float(ctx.attr("extrapolation_value", 0.0)),
+          "coordinate_transformation_mode": ctx.attr("coordinate_transformation_mode",
+                                                     "half_pixel"),
+          "exclude_outside": bool(ctx.attr("exclude_outside", 0))}
+    try:
+        b = ref._interpolate_1d_along_axis(np.zeros((1, n)), 1, scale, m, coeffs, **kw)[0]
+        kw["extrapolation_value"] = 0.0
+        mat = ref._interpolate_1d_along_axis(np.eye(n), 1, scale, m, coeffs, **kw)
+    except Exception as e:  # an attribute combination the reference rejects
+        ctx.fail(f"ONNX's reference resize rejects the attributes ({e})")
+    return mat, b
+
+
+def _nearest_pattern(mat: np.ndarray) -> np.ndarray | None:
+    """The input index each output copies, when ``mat`` is a selection."""
+    if not (np.isin(mat, (0.0, 1.0)).all() and (mat.sum(axis=0) == 1).all()):
+        return None
+    return mat.argmax(axis=0)
+
+
+def _resize(ctx: NodeCtx) -> None:
+    from ...ir.ops.interp import nearest_index
+
+    x = ctx.var(0)
+    xs = ctx.shape(0)
+    dt = ctx.dtype(0)
+    ctm = ctx.attr("coordinate_transformation_mode", "half_pixel")
+    if ctm not in _CTM:
+        ctx.fail(f"attribute coordinate_transformation_mode={ctm!r} is not a valid value")
+    factors, out, roi = _resize_sizes(ctx, xs)
+    if nbytes([abs(d) for d in out], dt) > MAX_COMPUTED_BYTES * 4:
+        ctx.fail(f"the output of shape {out} is implausibly large")
+    if any(d == 0 for d in out):
+        ctx.fail(f"an output of shape {out} (an empty tensor) is not supported")
+    coeffs = _resize_coeffs(ctx)
+    maps = {}
+    for a, (n, m, s) in enumerate(zip(xs, out, factors)):
+        r = None if roi is None else [roi[a], roi[a + len(xs)]]
+        if math.isclose(s, 1.0) and m == n and (r is None or (math.isclose(r[0], 0.0) and
+                                                              math.isclose(r[1], 1.0))):
+            continue
+        if n * m > MAX_COMPUTED_BYTES // 8:
+            ctx.fail(f"resizing axis {a} from {n} to {m}: the interpolation matrix is too "
+                     "large")
+        maps[a] = _axis_map(ctx, coeffs, n, m, s, r)
+    if not maps:
+        ctx.alias(0, x)
+        return
+    picks = {a: _nearest_pattern(mat) for a, (mat, b) in maps.items() if not b.any()}
+    # a nearest resize of H and W that fluid's nearest_interp computes: one op the FPGA
+    # lowering takes (integer factors: its upsample stage)
+    if len(xs) == 4 and set(maps) <= {2, 3} and all(picks.get(a) is not None for a in maps):
+        for ac in (False, True):
+            if all(np.array_equal(picks[a], nearest_index(xs[a], out[a], ac)) for a in maps):
+                ctx.emit("nearest_interp", {"X": x},
+                         {"out_h": out[2], "out_w": out[3], "align_corners": ac}, out=0)
+                return
+    if dt.kind != "f" and not all(picks.get(a) is not None for a in maps):
+        ctx.fail(f"{ctx.attr('mode', 'nearest')} resize of a {dt} tensor: fluid-hw "
+                 "interpolates float tensors (integer tensors: mode 'nearest' only)")
+    rank = len(xs)
+    cur = x
+    last_axis = max(maps)
+    for a, (mat, b) in sorted(maps.items()):
+        final = a == last_axis
+        perm = list(range(rank))
+        perm[a], perm[-1] = perm[-1], perm[a]
+        t = cur if a == rank - 1 else ctx.emit("transpose2", {"X": cur}, {"axis": perm})
+        w = ctx.param(mat.astype(dt), f"resize{a}")
+        y = ctx.emit("mul", {"X": t, "Y": w}, {"x_num_col_dims": rank - 1},
+                     out=0 if final and a == rank - 1 and not b.any() else None)
+        if b.any():
+            y = ctx.emit("elementwise_add", {"X": y, "Y": ctx.param(b.astype(dt),
+                                                                    f"extrapolate{a}")},
+                         {"axis": -1}, out=0 if final and a == rank - 1 else None)
+        if a != rank - 1:
+            y = ctx.emit("transpose2", {"X": y}, {"axis": perm}, out=0 if final else None)
+        cur = y
+
+
+# -- Einsum ---------------------------------------------------------------------------------
+
+def _einsum(ctx: NodeCtx) -> None:
+    """One or two operands whose letters each appear once per operand: transposes,
+    sums (reduce_sum) and one batched matmul."""
+    eq = str(ctx.attr("equation", "")).replace(" ", "")
+    if "..." in eq:
+        ctx.fail(f"equation {eq!r}: ellipsis is not supported")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if not arrow:  # implicit output: the letters used once, in alphabetical order
+        rhs = "".join(sorted(c for c in set(lhs) - {","} if lhs.count(c) == 1))
+    if len(terms) != ctx.count() or len(terms) not in (1, 2):
+        ctx.fail(f"equation {eq!r}: fluid-hw takes one or two operands")
+    for k, t in enumerate(terms):
+        if len(set(t)) != len(t) or len(t) != ctx.rank(k):
+            ctx.fail(f"equation {eq!r}: operand {k} {t!r} repeats a letter or does not "
+                     f"match its rank {ctx.rank(k)}")
+    if len(set(rhs)) != len(rhs) or not set(rhs) <= set("".join(terms)):
+        ctx.fail(f"equation {eq!r}: bad output {rhs!r}")
+
+    def reduce_only(i: int, keep: str) -> tuple[str, str]:
+        t = terms[i]
+        drop = [k for k, c in enumerate(t) if c not in keep]
+        v = ctx.var(i)
+        if drop:
+            v = ctx.emit("reduce_sum", {"X": v}, {"dim": drop, "keep_dim": False})
+        return v, "".join(c for c in t if c in keep)
+
+    def permute(v: str, have: str, want: str, out: int | None) -> str:
+        if have == want:
+            if out is not None:
+                ctx.alias(out, v)
+            return v
+        return ctx.emit("transpose2", {"X": v}, {"axis": [have.index(c) for c in want]},
+                        out=out)
+
+    if len(terms) == 1:
+        v, have = reduce_only(0, rhs)
+        if not have:
+            _squeeze_to_scalar(ctx, v, 0)
+            return
+        permute(v, have, rhs, 0)
+        return
+    a, b = terms
+    if ctx.dtype(0) != ctx.dtype(1) or ctx.dtype(0).kind != "f":
+        ctx.fail(f"operands are {ctx.dtype(0)} and {ctx.dtype(1)}; fluid-hw's Einsum takes "
+                 "two float tensors of one type")
+    batch = "".join(c for c in a if c in b and c in rhs)
+    contract = "".join(c for c in a if c in b and c not in rhs)
+    va, ha = reduce_only(0, b + rhs)
+    vb, hb = reduce_only(1, a + rhs)
+    m = "".join(c for c in ha if c not in b)
+    n = "".join(c for c in hb if c not in a)
+    shapes = {}
+    for h, i in ((ha, 0), (hb, 1)):
+        full = ctx.shape(i)
+        t = terms[i]
+        for c in h:
+            shapes.setdefault(c, full[t.index(c)])
+    if any(shapes[c] < 0 for c in m + n + contract) or sum(shapes[c] < 0 for c in batch) > 1:
+        ctx.fail(f"equation {eq!r}: the non-batch dims must be known at import time")
+    # A -> [batch..., M, K], B -> [batch..., K, N]
+    sz = {c: shapes[c] for c in shapes}
+
+    def grouped(v: str, have: str, order: list[str]) -> str:
+        v = permute(v, have, "".join(order), None)
+        dims = [sz[c] if sz[c] >= 0 else -1 for c in batch]
+        prod = [math.prod(sz[c] for c in g) if g else 1 for g in order[1:]]
+        return ctx.emit("reshape2", {"X": v}, {"shape": [*dims, *prod]})
+
+    am = grouped(va, ha, [batch, m, contract])
+    bm = grouped(vb, hb, [batch, contract, n])
+    y = ctx.emit("matmul", {"X": am, "Y": bm})
+    have = batch + m + n
+    y = ctx.emit("reshape2", {"X": y},
+                 {"shape": [sz[c] if sz[c] >= 0 else -1 for c in have]})
+    if not rhs:
+        _squeeze_to_scalar(ctx, y, 0)
+        return
+    permute(y, have, rhs, 0)
+
+
+#: the import table's entries of this module
+MORE: dict[str, OpImport] = {
+    "Where": OpImport(_where, "where"),
+    "Expand": OpImport(_expand, "expand (unsqueeze2)", (1,)),
+    "Tile": OpImport(_tile, "expand", (1,)),
+    "CumSum": OpImport(_cumsum, "cumsum", (1,)),
+    "ConstantOfShape": OpImport(_constant_of_shape, "none (a constant)", (0,)),
+    "Range": OpImport(_range, "none (a constant)", (0, 1, 2)),
+    "TopK": OpImport(_top_k, "top_k (transpose2, scale)", (1,)),
+    "LRN": OpImport(_lrn, "square, pool2d, scale, elementwise_pow/div"),
+    "HardSwish": OpImport(_hard_swish, "hard_swish"),
+    "Gelu": OpImport(_gelu, "erf or tanh, scale, elementwise_mul"),
+    "InstanceNormalization": OpImport(_instance_norm,
+                                      "reduce_mean, elementwise ops, sqrt, reciprocal"),
+    "LayerNormalization": OpImport(_layer_norm,
+                                   "reduce_mean, elementwise ops, sqrt, reciprocal"),
+    "Resize": OpImport(_resize, "nearest_interp, or mul per axis (transpose2)",
+                       (1, 2, 3)),
+    "Einsum": OpImport(_einsum, "transpose2, reduce_sum, reshape2, matmul"),
+}
+
