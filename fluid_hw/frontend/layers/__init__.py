@@ -1,7 +1,18 @@
 """Fluid-style layer functions: each appends ops to the current program."""
 
-from . import control_flow, io, learning_rate_scheduler, math_ops, nn, resize, sequence, tensor
+from . import (
+    control_flow,
+    extra_ops,
+    io,
+    learning_rate_scheduler,
+    math_ops,
+    nn,
+    resize,
+    sequence,
+    tensor,
+)
 from .control_flow import *  # noqa: F403
+from .extra_ops import *  # noqa: F403
 from .io import *  # noqa: F403
 from .learning_rate_scheduler import *  # noqa: F403
 from .math_ops import *  # noqa: F403
@@ -12,4 +23,4 @@ from .tensor import *  # noqa: F403
 
 __all__ = [*io.__all__, *nn.__all__, *math_ops.__all__, *tensor.__all__,
            *control_flow.__all__, *learning_rate_scheduler.__all__, *sequence.__all__,
-           *resize.__all__]
+           *resize.__all__, *extra_ops.__all__]

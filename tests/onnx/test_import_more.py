@@ -1,0 +1,107 @@
+"""The ops of issue 16 beyond their random models and node tests: which fluid ops they
+become, their refusals, ops imported through their ONNX function body, other domains,
+and the layers of the new fluid ops."""
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import fluid_hw as fluid
+from fluid_hw import onnx as fonnx
+from fluid_hw.errors import UnknownOpError
+from tests.onnx.harness import NONE, C, F, compare, node_case
+
+R = np.random.default_rng(16)
+
+
+def _ops(case):
+    return [op.type for op in fonnx.load(case.model).program.global_block().ops]
+
+
+def _refusal(case) -> str:
+    with pytest.raises(UnknownOpError) as e:
+        fonnx.load(case.model)
+    return " ".join(str(e.value).split())
+
+
+def test_integer_factor_nearest_resize_is_nearest_interp():
+    x = R.standard_normal([1, 2, 3, 4]).astype(np.float32)
+    for attrs in ({}, {"coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}):
+        case = node_case("Resize", [F(x), NONE, C(np.array([1, 1, 2, 3], np.float32))],
+                         {"mode": "nearest", **attrs}, opset=13)
+        assert _ops(case) == ["nearest_interp"]
+        assert compare(case) is None
+    linear = node_case("Resize", [F(x), NONE, C(np.array([1, 1, 2, 2], np.float32))],
+                       {"mode": "linear"}, opset=13)
+    assert "nearest_interp" not in _ops(linear) and compare(linear) is None
+
+
+def test_refusals_name_the_node_and_the_attribute():
+    x = R.standard_normal([2, 3, 4]).astype(np.float32)
+    msg = _refusal(node_case("Einsum", [F(x)], {"equation": "...ij->...i"}, opset=13))
+    assert "Einsum node 'einsum_0'" in msg and "ellipsis" in msg
+    msg = _refusal(node_case("Gelu", [F(x)], {"approximate": "exact"}, opset=20))
+    assert "Gelu node 'gelu_0'" in msg and "approximate='exact'" in msg
+    msg = _refusal(node_case("Resize", [F(x, [None, 3, 4]), NONE,
+                                        C(np.array([2, 1, 1], np.float32))], opset=13))
+    assert "Resize node 'resize_0'" in msg and "must be known at import time" in msg
+    msg = _refusal(node_case("Resize", [F(x), NONE, C(np.array([1, 2, 2], np.float32))],
+                             {"mode": "area"}, opset=13))
+    assert "mode='area'" in msg
+    msg = _refusal(node_case("TopK", [F(x), F(np.array([2], np.int64))], opset=13, n_out=2))
+    assert "K (input #1) must be known at import time, but it is the graph input 'in1'" in msg
+
+
+def test_ops_with_a_function_body_are_imported_as_the_body():
+    x = (R.standard_normal([3, 4]) * 3).astype(np.float32)
+    for op, attrs in (("Softplus", {}), ("Elu", {"alpha": 0.5}), ("Selu", {}),
+                      ("ThresholdedRelu", {"alpha": 0.7}), ("Celu", {"alpha": 2.0})):
+        assert compare(node_case(op, [F(x)], attrs, opset=17)) is None, op
+    # an unsupported node inside a body is reported with the node that holds it
+    msg = _refusal(node_case("DynamicQuantizeLinear", [F(x)], opset=17, n_out=3))
+    assert ("DynamicQuantizeLinear node 'dynamicquantizelinear_0' (opset 17), expanded into "
+            "its ONNX function body: ReduceMin node") in msg
+
+
+def test_other_domains_are_named():
+    n = helper.make_node("Scaler", ["x"], ["y"], domain="ai.onnx.ml", offset=[0.0], scale=[2.0])
+    g = helper.make_graph([n], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 1])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("ai.onnx.ml", 1)])
+    with pytest.raises(UnknownOpError) as e:
+        fonnx.load(m)
+    msg = str(e.value)
+    assert "Scaler node '#0' (domain 'ai.onnx.ml', opset 1)" in msg
+    assert "older than" not in msg
+
+
+def test_rnn_names_the_graph_input_to_fix():
+    h, i = 3, 2
+    w = R.standard_normal([1, 4 * h, i]).astype(np.float32)
+    r = R.standard_normal([1, 4 * h, h]).astype(np.float32)
+    b = R.standard_normal([1, 8 * h]).astype(np.float32)
+    case = node_case("LSTM", [F(R.standard_normal([2, 1, i]).astype(np.float32)), C(w), C(r),
+                              F(b)], {"hidden_size": h}, opset=13, n_out=1)
+    msg = _refusal(case)
+    assert "B (input #3) must be known at import time, but it is the graph input 'in3'" in msg
+
+
+def test_layers_of_the_new_ops():
+    prog, start = fluid.Program(), fluid.Program()
+    with fluid.program_guard(prog, start):
+        x = fluid.layers.data("x", shape=[2, 3], dtype="float32", append_batch_size=False)
+        c = fluid.layers.data("c", shape=[2, 3], dtype="bool", append_batch_size=False)
+        outs = [fluid.layers.erf(x), fluid.layers.hard_sigmoid(x),
+                fluid.layers.hard_swish(x), fluid.layers.expand(x, [2, 1]),
+                fluid.layers.cumsum(x, axis=0, reverse=True),
+                fluid.layers.where(c, x, fluid.layers.scale(x, 2.0))]
+    xv = R.standard_normal([2, 3]).astype(np.float32) * 4
+    cv = R.random([2, 3]) < 0.5
+    got = fluid.Executor(fluid.CPUPlace()).run(prog, feed={"x": xv, "c": cv}, fetch_list=outs)
+    import math
+
+    want = [np.vectorize(math.erf)(xv), np.clip(0.2 * xv + 0.5, 0, 1),
+            xv * np.clip(xv + 3, 0, 6) / 6, np.tile(xv, [2, 1]),
+            np.flip(np.cumsum(np.flip(xv, 0), 0), 0), np.where(cv, xv, xv * 2)]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
