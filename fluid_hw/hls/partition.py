@@ -148,13 +148,10 @@ def _host_segment(program: Program) -> dict[str, object]:
 
 def _feeds_fetches(program: Program, feeds: Sequence[str] | None,
                    fetches: Sequence[str] | None) -> tuple[list[str], list[str]]:
-    gb = program.global_block()
     if feeds is None:
-        feeds = [n for _, n in sorted((op.attr("col"), op.output("Out")[0])
-                                      for op in gb.ops if op.type == "feed")]
+        feeds = program.get_feed_target_names()
     if fetches is None:
-        fetches = [n for _, n in sorted((op.attr("col"), op.input("X")[0])
-                                        for op in gb.ops if op.type == "fetch")]
+        fetches = program.get_fetch_target_names()
     if not feeds or not fetches:
         raise LoweringError("the program has no feed or fetch ops: save it with "
                             "io.save_inference_model, or name its inputs and outputs "

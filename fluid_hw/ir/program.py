@@ -621,6 +621,18 @@ class Program:
     def all_parameters(self) -> list[Parameter]:
         return self.global_block().all_parameters()
 
+    def get_feed_target_names(self) -> list[str]:
+        """The variables the global block's ``feed`` ops write, in ``col`` order
+        (Fluid's ``ProgramDesc.get_feed_target_names``); empty without feed ops."""
+        return [n for _, n in sorted((op.attr("col"), op.output("Out")[0])
+                                     for op in self.global_block().ops if op.type == "feed")]
+
+    def get_fetch_target_names(self) -> list[str]:
+        """The variables the global block's ``fetch`` ops read, in ``col`` order
+        (Fluid's ``ProgramDesc.get_fetch_target_names``); empty without fetch ops."""
+        return [n for _, n in sorted((op.attr("col"), op.input("X")[0])
+                                     for op in self.global_block().ops if op.type == "fetch")]
+
     # -- copies --------------------------------------------------------
     def clone(self, for_test: bool = False) -> Program:
         """A deep copy.  ``for_test=True`` switches ops with an ``is_test``

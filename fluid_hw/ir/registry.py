@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import OpAttrError, ShapeError, UnknownOpError, unknown_name
+from ..registries import register_once
 from . import attrs as _attrs
 from . import dtypes
 
@@ -172,10 +173,7 @@ _REGISTRY: dict[str, OpDef] = {}
 
 def register_op(opdef: OpDef) -> OpDef:
     """Add an op definition; registering a type twice is a programming error."""
-    if opdef.type in _REGISTRY:
-        raise ValueError(f"op {opdef.type!r} registered twice")
-    _REGISTRY[opdef.type] = opdef
-    return opdef
+    return register_once(_REGISTRY, opdef.type, opdef, "op")
 
 
 def define_op(

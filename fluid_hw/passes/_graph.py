@@ -60,33 +60,23 @@ def sub_block_names(program: Program) -> set[str]:
     return names
 
 
-def io_ops_names(program: Program) -> tuple[list[str], list[str]]:
-    """Names fed by ``feed`` ops and fetched by ``fetch`` ops (in col order)."""
-    gb = program.global_block()
-    feeds = sorted((op.attr("col"), op.output("Out")[0]) for op in gb.ops if op.type == "feed")
-    fetches = sorted((op.attr("col"), op.input("X")[0]) for op in gb.ops if op.type == "fetch")
-    return [n for _, n in feeds], [n for _, n in fetches]
-
-
 def fetch_targets(program: Program, ctx: PassContext) -> list[str] | None:
     """The program's outputs: ``ctx.fetch_names``, else its fetch ops; None if unknown."""
     if ctx.fetch_names is not None:
         return list(ctx.fetch_names)
-    _, fetches = io_ops_names(program)
-    return fetches or None
+    return program.get_fetch_target_names() or None
 
 
 def feed_targets(program: Program, ctx: PassContext) -> list[str]:
     if ctx.feed_names is not None:
         return list(ctx.feed_names)
-    feeds, _ = io_ops_names(program)
-    return feeds
+    return program.get_feed_target_names()
 
 
 def protected_names(program: Program, ctx: PassContext) -> set[str]:
     """Names no pass may rename or remove: inputs, outputs, sub-block variables."""
-    feeds, fetches = io_ops_names(program)
-    out = set(feeds) | set(fetches) | sub_block_names(program)
+    out = (set(program.get_feed_target_names()) | set(program.get_fetch_target_names())
+           | sub_block_names(program))
     out |= set(ctx.feed_names or ()) | set(ctx.fetch_names or ())
     out |= {v.name for v in program.global_block().vars.values() if v.type in IO_KINDS}
     return out

@@ -16,7 +16,7 @@ from __future__ import annotations
 from ..ir.program import Program, VarType
 from ..ir.prune import prune as _prune_to
 from ..ir.serialization import program_to_bytes
-from ._graph import feed_targets, fetch_targets, io_ops_names, op_access
+from ._graph import feed_targets, fetch_targets, op_access
 from .base import Pass, PassContext, PassError, register_pass
 
 
@@ -36,7 +36,7 @@ class Prune(Pass):
             raise PassError(f"pass 'prune': fetch target(s) {missing} are not variables of the "
                             "program")
         feeds = feed_targets(program, ctx)
-        old_feeds, old_fetches = io_ops_names(program)
+        had_io_ops = bool(program.get_feed_target_names() or program.get_fetch_target_names())
         out = _prune_to(program.clone(for_test=True), feeds, targets)
         ob = out.global_block()
         read: set[str] = set(targets)
@@ -46,7 +46,7 @@ class Prune(Pass):
         for f in feeds:
             if f not in read and ob.has_var(f):
                 ob._remove_var(f)
-        if old_feeds or old_fetches:
+        if had_io_ops:
             feed_var = _io_var_name(program, "feed", VarType.FEED_MINIBATCH)
             fetch_var = _io_var_name(program, "fetch", VarType.FETCH_LIST)
             fv = ob.create_var(name=feed_var, type=VarType.FEED_MINIBATCH, persistable=True)

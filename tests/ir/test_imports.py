@@ -8,13 +8,14 @@ import fluid_hw
 ROOT = Path(fluid_hw.__file__).resolve().parent
 
 #: modules that import nothing of ours but `errors`, so that every unit may import them
-LEAVES = ("errors", "fileio", "tools")
+LEAVES = ("errors", "fileio", "tools", "registries")
 
 # subpackage -> subpackages it may import (besides itself and `errors`)
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "fileio": set(),  # a leaf like errors: everything may import it
     "tools": set(),  # external tools and the progress channel: a leaf too
+    "registries": set(),  # register_once, the rule of every registry: a leaf too
     "ir": set(),
     "frontend": {"ir"},
     "passes": {"ir"},

@@ -352,13 +352,11 @@ def with_feed_fetch(program: Program, feed_names: list[str], fetch_names: list[s
     A program that already feeds and fetches exactly these names (a loaded
     inference model) is run as it is.
     """
-    gb = program.global_block()
-    have_feed = {op.output("Out")[0]: op.attr("col") for op in gb.ops if op.type == "feed"}
-    have_fetch = {op.input("X")[0]: op.attr("col") for op in gb.ops if op.type == "fetch"}
-    if (have_feed or have_fetch) and (
-        have_feed == {n: i for i, n in enumerate(feed_names)}
-        and have_fetch == {n: i for i, n in enumerate(fetch_names)}
-    ):
+    feeds, fetches = program.get_feed_target_names(), program.get_fetch_target_names()
+    if (feeds or fetches) and (feeds, fetches) == (feed_names, fetch_names) and all(
+        sorted(op.attr("col") for op in program.global_block().ops if op.type == t)
+        == list(range(len(names))) for t, names in (("feed", feeds), ("fetch", fetches))
+    ):  # a damaged file's cols may skip or repeat a position: rebuilt then
         return program
     p = program.clone()
     b = p.global_block()

@@ -110,11 +110,9 @@ def _feeds_fetches(program: Program, feed_names: Sequence[str] | None,
                    fetch_names: Sequence[Any] | None) -> tuple[list[str], list[str]]:
     gb = program.global_block()
     if feed_names is None:
-        feed_names = [n for _, n in sorted((op.attr("col"), op.output("Out")[0])
-                                           for op in gb.ops if op.type == "feed")]
+        feed_names = program.get_feed_target_names()
     if fetch_names is None:
-        fetch_names = [n for _, n in sorted((op.attr("col"), op.input("X")[0])
-                                            for op in gb.ops if op.type == "fetch")]
+        fetch_names = program.get_fetch_target_names()
     fetches = [f.name if isinstance(f, Variable) else str(f) for f in fetch_names]
     if not fetches:
         raise VerifyError("export: the program has no fetch ops; pass fetch_names=[...] "

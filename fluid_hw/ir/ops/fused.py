@@ -18,10 +18,9 @@ They have gradients (``<type>_grad``), so a fused program can still be trained.
 from __future__ import annotations
 
 from ...errors import ShapeError
-from .. import dtypes
 from ..registry import Attr, InferContext, Slot, define_op
 from .common import elementwise_shape, flatten_to_2d, merge_dim
-from .nn import _CONV_ATTRS, _infer_conv
+from .nn import _CONV_ATTRS, _infer_conv, check_float
 
 #: activations a fused op may apply, by name ("" / "identity": none)
 FC_ACTIVATIONS = ("", "relu", "sigmoid", "tanh")
@@ -31,12 +30,6 @@ CONV_ACTIVATIONS = ("identity", "relu", "sigmoid", "tanh")
 BINARY_FUNCTORS = ("elementwise_add", "elementwise_sub", "elementwise_mul",
                    "elementwise_max", "elementwise_min")
 UNARY_FUNCTORS = ("relu", "sigmoid", "tanh", "scale")
-
-
-def _check_float(ctx: InferContext, slot: str) -> None:
-    v = ctx.input_var(slot)
-    ctx.check(v.dtype in dtypes.FLOAT_DTYPES,
-              f"input {slot} must be float16/32/64, got {v.dtype_name}")
 
 
 def _check_bias(ctx: InferContext, channels: int, what: str) -> None:
@@ -69,7 +62,7 @@ operations and their order are those of the unfused chain, so results are identi
 def _infer_fc(ctx: InferContext) -> None:
     xs, ws = ctx.input_shape("Input"), ctx.input_shape("W")
     k = ctx.attr("in_num_col_dims")
-    _check_float(ctx, "Input")
+    check_float(ctx, "Input")
     ctx.check(ctx.input_dtype("Input") == ctx.input_dtype("W"),
               f"Input and W must have the same dtype, got {ctx.input_var('Input').dtype_name} "
               f"and {ctx.input_var('W').dtype_name}")
@@ -147,7 +140,7 @@ def _infer_fused_elemwise(ctx: InferContext) -> None:
         form = functor_form(list(ctx.attr("functor_list")))
     except ValueError as e:
         ctx.fail(str(e))
-    _check_float(ctx, "X")
+    check_float(ctx, "X")
     ctx.check(ctx.input_dtype("X") == ctx.input_dtype("Y"),
               f"X and Y must have the same dtype, got {ctx.input_var('X').dtype_name} "
               f"and {ctx.input_var('Y').dtype_name}")

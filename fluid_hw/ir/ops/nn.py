@@ -125,7 +125,6 @@ No bias: the conv2d layer adds one with elementwise_add(axis=1)."""
 
 
 def _infer_conv(ctx: InferContext) -> None:
-    op_type = ctx.op.type
     xs, ws = ctx.input_shape("Input"), ctx.input_shape("Filter")
     ctx.check(len(xs) == 4, f"Input must be 4-D NCHW, got shape {xs}")
     ctx.check(len(ws) == 4, f"Filter must be 4-D [out_channels, in_channels/groups, kh, kw], "
@@ -134,6 +133,13 @@ def _infer_conv(ctx: InferContext) -> None:
     ctx.check(ctx.input_dtype("Input") == ctx.input_dtype("Filter"),
               f"Input and Filter must have the same dtype, got "
               f"{ctx.input_var('Input').dtype_name} and {ctx.input_var('Filter').dtype_name}")
+    ctx.set_output("Output", conv_output_shape(ctx, xs, ws), ctx.input_dtype("Input"))
+
+
+def conv_output_shape(ctx: InferContext, xs: list[int], ws: list[int]) -> list[int]:
+    """The attribute, channel and window checks of a 2-D convolution (conv2d,
+    depthwise_conv2d, conv2d_fusion, quantized_conv2d) with 4-D Input ``xs`` and
+    Filter ``ws``; returns the Output shape ``[N, M, OH, OW]``."""
     strides = _check_ints(ctx, "strides", 2, 1)
     dilations = _check_ints(ctx, "dilations", 2, 1)
     paddings = _check_ints(ctx, "paddings", (2, 4), 0)
@@ -147,7 +153,7 @@ def _infer_conv(ctx: InferContext) -> None:
               f"({cg} per group x groups={groups})")
     ctx.check(m == -1 or m % groups == 0,
               f"the {m} filters (Filter {ws}) do not split into groups={groups}")
-    if op_type == "depthwise_conv2d":
+    if ctx.op.type == "depthwise_conv2d":
         ctx.check(c == -1 or groups == c,
                   f"depthwise_conv2d needs groups == input channels, got groups={groups} "
                   f"for Input {xs}")
@@ -156,7 +162,7 @@ def _infer_conv(ctx: InferContext) -> None:
     else:
         out_hw, _, _ = _geometry(ctx, xs[2:], [kh, kw], strides, paddings, dilations,
                                  ctx.attr("padding_algorithm"))
-    ctx.set_output("Output", [xs[0], m, *out_hw], ctx.input_dtype("Input"))
+    return [xs[0], m, *out_hw]
 
 
 for _conv in ("conv2d", "depthwise_conv2d"):
@@ -214,19 +220,27 @@ def _infer_pool(ctx: InferContext) -> None:
     xs = ctx.input_shape("X")
     ctx.check(len(xs) == 4, f"X must be 4-D NCHW, got shape {xs}")
     check_float(ctx, "X")
+    ctx.set_output("Out", pool_output_shape(ctx, xs, ctx.attr("adaptive")),
+                   ctx.input_dtype("X"))
+
+
+def pool_output_shape(ctx: InferContext, xs: list[int], adaptive: bool = False) -> list[int]:
+    """The attribute and window checks of 2-D pooling (pool2d, quantized_pool2d) over
+    4-D X ``xs``; returns the Out shape ``[N, C, OH, OW]`` (``adaptive``: ksize is
+    the output size)."""
     if ctx.attr("global_pooling"):
         out_hw = [1, 1]
     else:
         ksize = _check_ints(ctx, "ksize", 2, 1)
         _check_ints(ctx, "paddings", (2, 4), 0)
         strides = _check_ints(ctx, "strides", 2, 1)
-        if ctx.attr("adaptive"):
+        if adaptive:
             out_hw = ksize
         else:
             out_hw, _, _ = _geometry(ctx, xs[2:], ksize, strides, ctx.attr("paddings"),
                                      algorithm=ctx.attr("padding_algorithm"),
                                      ceil_mode=ctx.attr("ceil_mode"))
-    ctx.set_output("Out", [xs[0], xs[1], *out_hw], ctx.input_dtype("X"))
+    return [xs[0], xs[1], *out_hw]
 
 
 # -- batch_norm --------------------------------------------------------------

@@ -94,9 +94,9 @@ from .common import merge_dim
 from .nn import (
     _CONV_ATTRS,
     PADDING_ALGORITHMS,
-    _check_ints,
-    _geometry,
     attr_fail,
+    conv_output_shape,
+    pool_output_shape,
     verify_pool_ksize,
 )
 
@@ -245,26 +245,9 @@ def _infer_quantized_conv2d(ctx: InferContext) -> None:
     xs, ws = ctx.input_shape("Input"), ctx.input_shape("Filter")
     ctx.check(len(xs) == 4, f"Input must be 4-D NCHW, got shape {xs}")
     ctx.check(len(ws) == 4, f"Filter must be 4-D [M, C/groups, kh, kw], got shape {ws}")
-    strides = _check_ints(ctx, "strides", 2, 1)
-    dilations = _check_ints(ctx, "dilations", 2, 1)
-    paddings = _check_ints(ctx, "paddings", (2, 4), 0)
-    groups = ctx.attr("groups")
-    if groups < 1:
-        attr_fail(ctx, f"groups must be >= 1, got {groups}")
-    m, cg, kh, kw = ws
-    c = xs[1]
-    ctx.check(c == -1 or cg == -1 or c == cg * groups,
-              f"input has {c} channels, filter expects {cg * groups} "
-              f"({cg} per group x groups={groups})")
-    ctx.check(m == -1 or m % groups == 0,
-              f"the {m} filters (Filter {ws}) do not split into groups={groups}")
-    if kh == -1 or kw == -1:
-        out_hw = [-1, -1]
-    else:
-        out_hw, _, _ = _geometry(ctx, xs[2:], [kh, kw], strides, paddings, dilations,
-                                 ctx.attr("padding_algorithm"))
-    _check_bias(ctx, m)
-    ctx.set_output("Output", [xs[0], m, *out_hw], VarType.INT32)
+    out = conv_output_shape(ctx, xs, ws)
+    _check_bias(ctx, ws[0])
+    ctx.set_output("Output", out, VarType.INT32)
 
 
 # -- requantize ------------------------------------------------------------------
@@ -321,17 +304,9 @@ def _infer_quantized_pool2d(ctx: InferContext) -> None:
     _check_dtype(ctx, "X", ACTIVATION_DTYPES, "int8, uint8 or int16")
     xs = ctx.input_shape("X")
     ctx.check(len(xs) == 4, f"X must be 4-D NCHW, got shape {xs}")
-    if ctx.attr("global_pooling"):
-        out_hw = [1, 1]
-    else:
-        ksize = _check_ints(ctx, "ksize", 2, 1)
-        _check_ints(ctx, "paddings", (2, 4), 0)
-        strides = _check_ints(ctx, "strides", 2, 1)
-        out_hw, _, _ = _geometry(ctx, xs[2:], ksize, strides, ctx.attr("paddings"),
-                                 algorithm=ctx.attr("padding_algorithm"),
-                                 ceil_mode=ctx.attr("ceil_mode"))
+    out = pool_output_shape(ctx, xs)
     dtype = VarType.INT32 if ctx.attr("pooling_type") == "sum" else ctx.input_dtype("X")
-    ctx.set_output("Out", [xs[0], xs[1], *out_hw], dtype)
+    ctx.set_output("Out", out, dtype)
 
 
 # -- quantized_table ---------------------------------------------------------------

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ....errors import UnknownOpError, unknown_name
+from ....registries import register_once
 
 if TYPE_CHECKING:
     from ..context import KernelContext
@@ -19,9 +20,7 @@ def register_kernel(*op_types: str) -> Callable[[Kernel], Kernel]:
 
     def deco(fn: Kernel) -> Kernel:
         for t in op_types:
-            if t in _KERNELS:
-                raise ValueError(f"CPU kernel for {t!r} registered twice")
-            _KERNELS[t] = fn
+            register_once(_KERNELS, t, fn, "CPU kernel for")
         return fn
 
     return deco
