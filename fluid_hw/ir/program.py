@@ -633,6 +633,20 @@ class Program:
         return [n for _, n in sorted((op.attr("col"), op.input("X")[0])
                                      for op in self.global_block().ops if op.type == "fetch")]
 
+    def add_feed_fetch_ops(self, feed_names: Sequence[str], fetch_names: Sequence[str],
+                           feed_var: str = "feed", fetch_var: str = "fetch") -> None:
+        """Put ``feed`` ops (``col`` i: ``feed_names[i]``) at the front of the global
+        block and ``fetch`` ops (``col`` i: ``fetch_names[i]``) at its end, reading and
+        writing the holder variables ``feed_var`` and ``fetch_var`` (created if absent):
+        what an inference model saved by ``io.save_inference_model`` holds."""
+        b = self.global_block()
+        fv = b.create_var(name=feed_var, type=VarType.FEED_MINIBATCH, persistable=True)
+        tv = b.create_var(name=fetch_var, type=VarType.FETCH_LIST, persistable=True)
+        for i, n in enumerate(feed_names):
+            b._insert_op(i, "feed", {"X": fv}, {"Out": n}, {"col": i}, infer_shape=False)
+        for i, n in enumerate(fetch_names):
+            b.append_op("fetch", {"X": n}, {"Out": tv}, {"col": i}, infer_shape=False)
+
     # -- copies --------------------------------------------------------
     def clone(self, for_test: bool = False) -> Program:
         """A deep copy.  ``for_test=True`` switches ops with an ``is_test``

@@ -47,14 +47,9 @@ class Prune(Pass):
             if f not in read and ob.has_var(f):
                 ob._remove_var(f)
         if had_io_ops:
-            feed_var = _io_var_name(program, "feed", VarType.FEED_MINIBATCH)
-            fetch_var = _io_var_name(program, "fetch", VarType.FETCH_LIST)
-            fv = ob.create_var(name=feed_var, type=VarType.FEED_MINIBATCH, persistable=True)
-            tv = ob.create_var(name=fetch_var, type=VarType.FETCH_LIST, persistable=True)
-            for i, n in enumerate(kept_feeds):
-                ob._insert_op(i, "feed", {"X": fv}, {"Out": n}, {"col": i}, infer_shape=False)
-            for i, n in enumerate(targets):
-                ob.append_op("fetch", {"X": n}, {"Out": tv}, {"col": i}, infer_shape=False)
+            out.add_feed_fetch_ops(kept_feeds, targets,
+                                   _io_var_name(program, "feed", VarType.FEED_MINIBATCH),
+                                   _io_var_name(program, "fetch", VarType.FETCH_LIST))
         return out, program_to_bytes(out) != program_to_bytes(program)
 
 

@@ -362,12 +362,7 @@ def with_feed_fetch(program: Program, feed_names: list[str], fetch_names: list[s
     b = p.global_block()
     for i in reversed([i for i, op in enumerate(b.ops) if op.type in ("feed", "fetch")]):
         b._remove_op(i)
-    fv = b.create_var(name=feed_var, type=VarType.FEED_MINIBATCH, persistable=True)
-    tv = b.create_var(name=fetch_var, type=VarType.FETCH_LIST, persistable=True)
-    for i, n in enumerate(feed_names):
-        b._insert_op(i, "feed", {"X": fv}, {"Out": n}, {"col": i}, infer_shape=False)
-    for i, n in enumerate(fetch_names):
-        b.append_op("fetch", {"X": n}, {"Out": tv}, {"col": i}, infer_shape=False)
+    p.add_feed_fetch_ops(feed_names, fetch_names, feed_var, fetch_var)
     return p
 
 
