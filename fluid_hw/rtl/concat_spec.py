@@ -5,7 +5,9 @@ contract of :mod:`.concat`).  ``shapes``: each input's per-example shape ``(C_p,
 ``groups``: how the streams interleave -- each of ``groups`` output groups takes its
 block of every input in turn (0, the default, is ``prod(rest)``: a pixel of each
 HWC-streamed image, so the output streams HWC too; 1: each input's whole stream in
-turn)."""
+turn).  ``weights_mode="runtime"``: the multipliers and shifts are loaded through the
+register map (one segment of an entry per input, :func:`~.concat.concat_entry`), and
+every input has a rescaler."""
 
 from __future__ import annotations
 
@@ -16,14 +18,21 @@ from typing import Any
 import numpy as np
 
 from ._util import HardwareConfigError
-from .concat import CONCAT_PORTS, concat_latency, concat_model, concat_positions
-from .spec import _FollowLanes, structure_lanes
+from .concat import (
+    CONCAT_ENTRY_BITS,
+    CONCAT_PORTS,
+    concat_entry,
+    concat_latency,
+    concat_model,
+    concat_positions,
+)
+from .spec import _FollowLanes, _ModeMixin, structure_lanes
 
 __all__ = ["ConcatSpec"]
 
 
 @dataclass(eq=False)
-class ConcatSpec(_FollowLanes):
+class ConcatSpec(_FollowLanes, _ModeMixin):
     """``out = concat(rescale_p(x_p))`` along the channels (see the module docstring);
     ``multipliers``/``shifts``: each input's (default 1 and 0: unchanged)."""
 
@@ -34,6 +43,7 @@ class ConcatSpec(_FollowLanes):
     shifts: tuple[int, ...] = ()
     relu: bool = False
     lanes: int | None = None
+    weights_mode: str = "const"
 
     kind = "concat"
     op = "quantized_concat"
@@ -71,6 +81,7 @@ class ConcatSpec(_FollowLanes):
             raise HardwareConfigError(f"stage {n!r}: lanes={self.lanes} must divide every "
                                       f"input's block of {self.blocks} elements (its "
                                       "channels, for an image)")
+        self._check_mode()
 
     @property
     def n_inputs(self) -> int:  # type: ignore[override]
@@ -112,7 +123,7 @@ class ConcatSpec(_FollowLanes):
 
     @property
     def latency(self) -> int:
-        return concat_latency(self.multipliers, self.shifts)
+        return concat_latency(self.multipliers, self.shifts, self.runtime)
 
     def positions(self) -> list[np.ndarray]:
         """For each input, the output position of each of its elements."""
@@ -121,7 +132,7 @@ class ConcatSpec(_FollowLanes):
     def structure(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name,
                 "shapes": [list(s) for s in self.shapes], "groups": self.groups,
-                "relu": self.relu, "lanes": self.lanes}
+                "relu": self.relu, "lanes": self.lanes, **self._mode_structure()}
 
     def params(self) -> dict[str, Any]:
         return {"multipliers": list(self.multipliers), "shifts": list(self.shifts)}
@@ -129,13 +140,25 @@ class ConcatSpec(_FollowLanes):
     @classmethod
     def from_structure(cls, st: dict[str, Any]) -> ConcatSpec:
         return cls(st["name"], tuple(tuple(s) for s in st["shapes"]), int(st["groups"]),
-                   relu=bool(st.get("relu")), lanes=structure_lanes(st))
+                   relu=bool(st.get("relu")), lanes=structure_lanes(st),
+                   weights_mode=st.get("mode", "const"))
 
     def component(self, lanes: tuple[int, int], ff_style: str) -> Any:
         from .concat import ConcatJoin
 
+        if self.runtime:
+            return ConcatJoin(self.name, lanes[0], self.blocks, relu=self.relu, runtime=True,
+                              ff_style=ff_style)
         return ConcatJoin(self.name, lanes[0], self.blocks, multipliers=self.multipliers,
                           shifts=self.shifts, relu=self.relu, ff_style=ff_style)
+
+    def param_memories(self) -> list[tuple[str, int, int, int]]:
+        """One memory: an entry (multiplier and shift) per input."""
+        return [("concat", 0, len(self.shapes), CONCAT_ENTRY_BITS)] if self.runtime else []
+
+    def param_entries(self) -> list[list[int]]:
+        return [[concat_entry(f"stage {self.name!r}: input {p}", m, n)
+                 for p, (m, n) in enumerate(zip(self.multipliers, self.shifts))]]
 
     def model(self, *xs: np.ndarray) -> np.ndarray:
         if len(xs) != len(self.shapes):

@@ -62,8 +62,8 @@ from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ._dsp import dsp_product
-from ._ff import check_ff_style, copy_register
+from ._ff import check_ff_style
+from ._lane import clamp_int8, loaded_shift, rescale_product, stage_reg
 from ._mem import ParamWriteSignature
 from ._util import Component, HardwareConfigError
 from .stream import CreditQueue, credit_depth
@@ -169,23 +169,16 @@ class AddJoin(Component):
     def _reg(self, m: Module, valid: list[Signal], lane: int, stage: int, shape: object,
              value: object, tag: str) -> Signal:
         """Register of pipeline stage ``stage``, loaded when its input is valid."""
-        r = Signal(shape, name=f"l{lane}_{tag}")
-        with m.If(valid[stage - 1]):
-            m.d.sync += r.eq(value)
-        return r
+        return stage_reg(m, valid, stage, shape, value, f"l{lane}_{tag}")
 
     def _product(self, m: Module, valid: list[Signal], lane: int, x: Value, k: Value,
-                 tag: str) -> Signal:
+                 tag: str) -> Value:
         """Stages 1-3: input register, product, second product register."""
-        x1 = copy_register(m, x, valid[0], f"l{lane}_{tag}1", self.ff_style).as_signed()
-        if self.ff_style == "trellis":  # the DSP's own input and output registers
-            return dsp_product(m, x1, k, f"l{lane}_m{tag}")[0:24].as_signed()
-        p2 = self._reg(m, valid, lane, 2, signed(24), x1 * k, f"p{tag}2")
-        return self._reg(m, valid, lane, 3, signed(24), p2, f"p{tag}3")
+        return rescale_product(m, valid, x, k, self.ff_style, x_name=f"l{lane}_{tag}1",
+                               dsp_name=f"l{lane}_m{tag}", p_name=f"l{lane}_p{tag}")
 
     def _clamp(self, r: Value) -> Value:
-        lo = 0 if self.relu else -128
-        return Mux(r > 127, 127, Mux(r < lo, lo, r[0:8]))
+        return clamp_int8(r, self.relu)
 
     def _lane(self, m: Module, lane: int, valid: list[Signal]) -> Signal:
         def reg(stage: int, shape: object, value: object, tag: str) -> Signal:
@@ -218,7 +211,7 @@ class AddJoin(Component):
         swap = nb > na  # b has the larger shift: b is the big input
         n_small = Mux(swap, na, nb)
         d = Mux(swap, nb - na, na - nb)[0:6]
-        zero = n_small >= 24
+        zero, ns, k = loaded_shift(n_small)
         dc = Mux(d > 23, 23, d)[0:5]
         prm = {"swap": Signal(name="swap"), "m_big": Signal(signed(16), name="m_big"),
                "m_small": Signal(signed(16), name="m_small"), "dc": Signal(5, name="dc"),
@@ -229,9 +222,9 @@ class AddJoin(Component):
                 prm["swap"].eq(swap),
                 prm["m_big"].eq(Mux(zero, 0, Mux(swap, mb, ma))),
                 prm["m_small"].eq(Mux(zero, 0, Mux(swap, ma, mb))),
-                prm["dc"].eq(Mux(zero, 0, dc)), prm["ns"].eq(Mux(zero, 0, n_small[0:5])),
+                prm["dc"].eq(Mux(zero, 0, dc)), prm["ns"].eq(ns),
                 prm["h"].eq(Mux(zero | (n_small != 0), 0, (Const(1, 24) << dc) >> 1)),
-                prm["k"].eq(Mux(zero, 0, (Const(1, 24) << n_small[0:5]) >> 1)),
+                prm["k"].eq(k),
             ]
         return prm
 

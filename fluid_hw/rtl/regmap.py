@@ -165,6 +165,8 @@ _ENTRY_FORMATS = {
              "input -128); every lane's copy of the table takes the write. ",
     "join": "Join entries: word 0 `ma` (bits 14..0) | `mb` << 16, word 1 `na` "
             "(bits 5..0) | `nb` << 8: the multipliers and shifts of inputs a and b. ",
+    "concat": "Concat entries: one word each, `m` (bits 14..0) | `n` << 16 (bits 21..16): "
+              "entry `p` the multiplier and shift of input `p`. ",
 }
 
 

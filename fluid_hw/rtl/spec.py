@@ -10,7 +10,7 @@
   fully-connected stage after one takes its input in that order too, so its weight
   columns must be permuted from CHW (:func:`hwc_order`).
 * ``weights_mode="runtime"``: weights, bias, multiplier and shift (a table's entries, a
-  join's multipliers and shifts) are not built into the hardware but loaded through
+  join's or a concat's multipliers and shifts) are not built into the hardware but loaded through
   the AXI4-Lite window (:func:`param_image`, from each stage's
   :meth:`~StageSpec.param_memories` and :meth:`~StageSpec.param_entries`); the arrays
   given here, if any, are the values the host loads by default.
@@ -713,7 +713,7 @@ class ParamSegment:
     index: int          # segment number: base = index << segment_bits
     stage: str
     stage_index: int    # position of the stage in the pipeline
-    kind: str           # entry format: "weights" | "requant" | "table" | "join"
+    kind: str           # entry format: "weights" | "requant" | "table" | "join" | "concat"
     pe: int             # the PE or lane of the memory (0 for a stage's only one)
     depth: int          # entries
     entry_bits: int

@@ -16,6 +16,7 @@ from fluid_hw.hls.partition import LoweringError
 from fluid_hw.hls.stages import estimate_pipeline, graph_times
 from fluid_hw.passes import quantize
 from fluid_hw.rtl import ConcatSpec, StageGraph, TableSpec
+from fluid_hw.rtl.spec import spec_from_structure
 
 L = fluid.layers
 N = 16
@@ -113,3 +114,28 @@ def test_join_fifos_grow_with_the_long_branch():
         depths.append(d.get((delay, 1), 2))
         assert d.get((delay, 0)) == d.get((delay, 1))
     assert depths[0] < depths[1] < depths[2]
+
+
+def test_runtime_concat_costs_its_rescalers_as_fitted_and_reads_back():
+    """Runtime multipliers and shifts: a rescaler on every input (also where the const
+    values need none), the estimate the Yosys fit's (the unit's added LUT4 and
+    flip-flops within 10%), a stage longer; read back from its structure with the same
+    estimate."""
+    kind = KINDS["concat"]
+    for shapes, ln, lut, ff in ((((8,), (4,)), 1, 276, 127), (((8,), (4,)), 4, 831, 241),
+                                (((8,), (4,), (4,)), 1, 371, 159),
+                                (((8,), (4,), (4,), ), 4, 1128, 240)):
+        const = ConcatSpec("cat", shapes, multipliers=(20000,) * len(shapes),
+                           shifts=(15,) * len(shapes), lanes=ln)
+        rt = ConcatSpec("cat", shapes, lanes=ln, weights_mode="runtime")
+        a, b = kind.resources(const, (ln, ln)), kind.resources(rt, (ln, ln))
+        assert b.lut - a.lut == pytest.approx(lut, rel=0.1)
+        assert b.ff - a.ff == pytest.approx(ff, rel=0.1)
+        assert b.dsp == a.dsp == ln
+        back = spec_from_structure(rt.structure())
+        assert back.runtime and kind.resources(back, (ln, ln)) == b
+        assert kind.times(back, (ln, ln), np.zeros(1))[0] == \
+            kind.times(const, (ln, ln), np.zeros(1))[0] + 1
+    plain = ConcatSpec("cat", ((4,), (4,)), lanes=1)
+    assert kind.resources(ConcatSpec("cat", ((4,), (4,)), lanes=1, weights_mode="runtime"),
+                          (1, 1)).dsp == 1 > kind.resources(plain, (1, 1)).dsp

@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """Channel concat: the model against a plain-int reference of the contract (fuzzed
 multipliers and shifts, odd channel counts, two to four inputs, saturation, relu), the
 hardware form of the rescale constants exhaustively over every int8, the RTL bit-exact
@@ -10,20 +11,24 @@ import random
 
 import numpy as np
 import pytest
+from amaranth.hdl import Fragment
 
 from fluid_hw.rtl import ConcatSpec, stage_lanes
 from fluid_hw.rtl._util import HardwareConfigError, pack_lanes, unpack_lanes
 from fluid_hw.rtl.concat import (
+    CONCAT_ENTRY_BITS,
+    CONCAT_RUNTIME_LATENCY,
     ConcatJoin,
+    concat_entry,
     concat_latency,
     concat_model,
     concat_positions,
     concat_rescale,
 )
-from fluid_hw.rtl.spec import spec_from_structure
+from fluid_hw.rtl.spec import param_image, param_layout, spec_from_structure
 from fluid_hw.rtl.stream import CreditQueue
 
-from .streams import simulate_streams
+from .streams import simulate_streams, write_params
 from .test_join import int8s
 
 
@@ -108,27 +113,36 @@ def test_hardware_form_of_the_constants_changes_no_result():
 
 
 def run_concat(dut: ConcatJoin, xs: list[np.ndarray], seed: int, p_valid: float,
-               p_ready: float) -> np.ndarray:
+               p_ready: float, prologue=None) -> np.ndarray:
     """Each input [beats, lanes] on its port; the output beats as one [N, lanes] array."""
     lanes = dut.lanes
     total = sum(len(x) for x in xs)
     sources = [(getattr(dut, p), [pack_lanes(v, 8) for v in x]) for p, x in zip(dut.ports, xs)]
     (out,) = simulate_streams(dut, sources, [(dut.o, total)], seed=seed, p_valid=p_valid,
-                              p_ready=p_ready)
+                              p_ready=p_ready, prologue=prologue)
     return np.array([unpack_lanes(w, lanes, 8) for w in out])
 
 
-def check_fuzzed(seed: int, lanes: int, groups: int) -> None:
+def entries(ms: list[int], ns: list[int]) -> list[int]:
+    return [concat_entry("cat", m, n) for m, n in zip(ms, ns)]
+
+
+def check_fuzzed(seed: int, lanes: int, groups: int, runtime: bool = False) -> None:
     r = random.Random(seed)
     c = random_case(r, lanes)
     rng = np.random.default_rng(seed)
     xs = [rng.integers(-128, 128, (groups * b,)) for b in c["blocks"]]
     for x in xs:
         x[:2] = -128, 127
-    dut = ConcatJoin("cat", lanes, c["blocks"], multipliers=c["multipliers"],
-                     shifts=c["shifts"], relu=c["relu"])
+    if runtime:  # the same values loaded through wr
+        dut = ConcatJoin("cat", lanes, c["blocks"], relu=c["relu"], runtime=True)
+        load = write_params(dut.wr, [(0, entries(c["multipliers"], c["shifts"]))])
+    else:
+        dut = ConcatJoin("cat", lanes, c["blocks"], multipliers=c["multipliers"],
+                         shifts=c["shifts"], relu=c["relu"])
+        load = None
     got = run_concat(dut, [x.reshape(-1, lanes) for x in xs], seed, r.uniform(0.3, 1),
-                     r.uniform(0.3, 1))
+                     r.uniform(0.3, 1), load)
     want = concat_model([x[None] for x in xs], c["blocks"], groups, c["multipliers"],
                         c["shifts"], c["relu"])
     np.testing.assert_array_equal(got.reshape(1, -1), want, err_msg=str(c))
@@ -146,16 +160,92 @@ def test_concat_rtl_fuzzed_more(seed):
     check_fuzzed(seed, lanes=random.Random(seed).randint(1, 4), groups=12)
 
 
-@pytest.mark.parametrize("scaled", [False, True])
-def test_concat_full_throughput_latency_and_turns(scaled):
+@pytest.mark.parametrize("seed,lanes", [(11, 1), (12, 2), (13, 3), (14, 1), (15, 4), (16, 2)])
+def test_runtime_concat_loaded_then_streamed_bit_exact(seed, lanes):
+    """Multipliers and shifts written through ``wr``, then streamed under random stalls:
+    the model's outputs, also where the values would build no multiplier."""
+    check_fuzzed(seed, lanes, groups=5, runtime=True)
+
+
+def test_runtime_concat_reloaded_across_every_shift_class():
+    """One runtime concat reloaded between bursts, over every class of shift (0, 1, the
+    identity 2^n, 22-25 around the product's width, 47) and extreme and random
+    multipliers, each input its own; every burst bit-exact against the model."""
+    from amaranth.sim import Simulator
+
+    r = random.Random(8)
+    classes = [(m, n) for n in (0, 1, 2, 14, 15, 22, 23, 24, 25, 47)
+               for m in (0, 1, 1 << min(n, 14), 2**15 - 1, r.randint(1, 2**15 - 1))]
+    r.shuffle(classes)
+    blocks, lanes, groups = [2, 4, 2], 2, 3
+    sets = [classes[i:i + 3] for i in range(0, len(classes) - 2, 3)]
+    rng = np.random.default_rng(8)
+    edge = [-128, -127, -1, 0, 1, 126, 127]
+    xs = [np.array((edge * 4)[:groups * b]) if p else rng.integers(-128, 128, groups * b)
+          for p, b in enumerate(blocks)]
+    dut = ConcatJoin("cat", lanes, blocks, relu=False, runtime=True)
+    ports = [getattr(dut, p) for p in dut.ports]
+    total = sum(groups * b for b in blocks) // lanes
+    out: list = []
+
+    async def bench(ctx):
+        for k, ps in enumerate(sets):
+            await write_params(dut.wr, [(0, entries(*zip(*ps)))])(ctx)
+            for g in range(groups):
+                for p, b in enumerate(blocks):
+                    for j in range(g * b, (g + 1) * b, lanes):
+                        ctx.set(ports[p].valid, 1)
+                        ctx.set(ports[p].payload, pack_lanes(xs[p][j:j + lanes], 8))
+                        await ctx.tick().until(ports[p].ready)
+                        ctx.set(ports[p].valid, 0)
+            while len(out) < (k + 1) * total:  # drained before the next load
+                await ctx.tick()
+
+    async def mon(ctx):
+        ctx.set(dut.o.ready, 1)
+        while True:
+            *_, ov, op = await ctx.tick().sample(dut.o.valid, dut.o.payload)
+            if ov:
+                out.append(unpack_lanes(op, lanes, 8))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.add_testbench(mon, background=True)
+    sim.run()
+    assert len(sets) >= 15
+    got = np.array(out).reshape(len(sets), -1)
+    for ps, row in zip(sets, got):
+        ms, ns = zip(*ps)
+        want = concat_model([x[None] for x in xs], blocks, groups, ms, ns)
+        np.testing.assert_array_equal(row[None], want, err_msg=str(ps))
+
+
+@pytest.mark.parametrize("mode", ["plain", "scaled", "runtime"])
+def test_concat_full_throughput_latency_and_turns(mode):
     """One beat a cycle with every input valid and the output ready; only the input
-    whose turn it is sees ready; the result ``latency`` + the queue's cycles later."""
+    whose turn it is sees ready; the result ``latency`` + the queue's cycles later
+    (runtime: after the parameters are written, also for values a const concat builds
+    no multiplier for)."""
     from amaranth.sim import Simulator
 
     blocks, lanes = [4, 2, 6], 2
-    ms, ns = ([20000, 1, 9000], [15, 0, 13]) if scaled else ([1, 1, 1], [0, 0, 0])
-    dut = ConcatJoin("cat", lanes, blocks, multipliers=ms, shifts=ns, relu=True)
-    assert dut.latency == (5 if scaled else 2)
+    ms, ns = ([20000, 1, 9000], [15, 0, 13]) if mode == "scaled" else ([1, 1, 1], [0, 0, 0])
+    if mode == "runtime":
+        dut = ConcatJoin("cat", lanes, blocks, relu=True, runtime=True)
+        load = write_params(dut.wr, [(0, entries(ms, ns))])
+    else:
+        dut = ConcatJoin("cat", lanes, blocks, multipliers=ms, shifts=ns, relu=True)
+    assert dut.latency == {"plain": 2, "scaled": 5, "runtime": CONCAT_RUNTIME_LATENCY}[mode]
+    writes = len(blocks) if mode == "runtime" else 0
+
+    async def prologue(ctx, p):
+        """The parameter writes (by input 0's source), the same cycles elsewhere."""
+        if writes and p == 0:
+            await load(ctx)
+        else:
+            for _ in range(writes):
+                await ctx.tick()
     groups = 8
     rng = np.random.default_rng(3)
     xs = [rng.integers(-128, 128, (groups * b // lanes, lanes)) for b in blocks]
@@ -167,6 +257,7 @@ def test_concat_full_throughput_latency_and_turns(scaled):
 
     def source(p):
         async def tb(ctx):
+            await prologue(ctx, p)
             port = ports[p]
             ctx.set(port.valid, 1)
             for x in xs[p]:
@@ -176,6 +267,7 @@ def test_concat_full_throughput_latency_and_turns(scaled):
         return tb
 
     async def mon(ctx):
+        await prologue(ctx, -1)
         ctx.set(dut.o.ready, 1)
         cyc = 0
         while len(outs) < len(turns):
@@ -214,6 +306,37 @@ def test_spec_shapes_lanes_order_and_structure():
     v = ConcatSpec("v", ((5,), (3,)), relu=True)
     assert v.groups == 1 and v.blocks == [5, 3] and v.latency == 2
     assert stage_lanes([v], [(-1, -1)]) == [(1, 1)]
+
+
+def test_runtime_spec_loads_an_entry_per_input():
+    """Runtime: the structure says so (a const one is unchanged), one segment of an
+    entry per input, a rescaler whatever the values, and a component with ``wr``."""
+    kw = dict(multipliers=(24355, 1, 0), shifts=(15, 0, 0), lanes=2)
+    shapes = ((6, 3, 2), (4, 3, 2), (2, 3, 2))
+    s = ConcatSpec("cat", shapes, weights_mode="runtime", **kw)
+    const = ConcatSpec("cat", shapes, **kw)
+    assert "mode" not in const.structure() and s.structure()["mode"] == "runtime"
+    assert s.runtime and s.latency == CONCAT_RUNTIME_LATENCY and const.latency == 5
+    assert s.param_memories() == [("concat", 0, 3, CONCAT_ENTRY_BITS)]
+    assert const.param_memories() == []
+    assert s.param_entries() == [[24355 | 15 << 16, 1, 0]]
+    back = spec_from_structure(s.structure())
+    assert isinstance(back, ConcatSpec) and back.runtime and back.structure() == s.structure()
+    segs, _ = param_layout([s])
+    assert [(g.kind, g.depth, g.words_per_entry) for g in segs] == [("concat", 3, 1)]
+    ((base, words),) = param_image([s])
+    assert base == 0 and words.tolist() == [24355 | 15 << 16, 1, 0]
+    comp = s.component((2, 2), "plain")
+    assert comp.runtime and "wr" in comp.signature.members and comp.latency == 6
+    Fragment.get(comp, None)  # it elaborates
+    plain = ConcatSpec("v", ((4,), (2,)), lanes=2, weights_mode="runtime")
+    assert plain.latency == CONCAT_RUNTIME_LATENCY  # (1, 0) everywhere: still rescaled
+    with pytest.raises(HardwareConfigError, match=r"input 1: shift must be an integer in "
+                                                  r"\[0, 47\], got 48"):
+        concat_entry("stage 'cat': input 1", 1, 48)
+    with pytest.raises(HardwareConfigError, match="give the multipliers and shifts, or "
+                                                  "runtime=True"):
+        ConcatJoin("cat", 1, [1, 1])
 
 
 @pytest.mark.parametrize("kwargs,match", [

@@ -6,7 +6,9 @@ producers and divide every input's block.  A relu after it folds into its clamp.
 
 The join takes each element from one input (``port_order``), so the timing model and
 the join FIFO sizing (:func:`~fluid_hw.hls.lower.join_fifo_depths`) follow each input
-on its own."""
+on its own.  With runtime weights each input's multiplier and shift is an entry the host
+writes through the register map; every input then has a rescaler (new scales may need
+one) and the shifts are variable: a stage longer."""
 
 from __future__ import annotations
 
@@ -33,6 +35,16 @@ from ._matrix import fifo_storage
 #: mapping (uncalibrated)
 CONCAT_SCALED_LANE = Resources(lut=100, ff=105, dsp=1)
 CONCAT_PLAIN_LANE = Resources(lut=35, ff=28)
+#: what runtime multipliers and shifts add, fitted to Yosys (synth_ecp5, the unit alone:
+#: 2 and 3 inputs, 1 and 4 lanes, against the const unit: +276 / +831 and +371 / +1,128
+#: LUT4, +127 / +241 and +159 / +240 flip-flops): per stage, per input (its registers:
+#: multiplier, shift, rounding term), per lane (the variable shift, a pipeline stage)
+#: and per input and lane (the select of its registers); flip-flops least squares
+#: (Yosys trims some).  The parameter loader's share in the top comes on top
+CONCAT_RUNTIME_STAGE = Resources(lut=35, ff=69)
+CONCAT_RUNTIME_INPUT = Resources(lut=28, ff=16)
+CONCAT_RUNTIME_LANE = Resources(lut=51, ff=33)
+CONCAT_RUNTIME_LANE_INPUT = Resources(lut=67)
 
 
 def _channel_fastest(shape: tuple[int, ...]) -> np.ndarray:
@@ -90,8 +102,11 @@ def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredSt
 def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode: str
                ) -> ConcatSpec:
     g = st.geometry
+    if values is None:  # a trial spec costing a matrix stage's tail: const, as always
+        mode = "const"
     return ConcatSpec(st.name, tuple(tuple(s) for s in g["shapes"]), g["groups"],
-                      tuple(g["multipliers"]), tuple(g["shifts"]), relu=st.relu)
+                      tuple(g["multipliers"]), tuple(g["shifts"]), relu=st.relu,
+                      weights_mode=mode)
 
 
 def _lane(s: ConcatSpec) -> Resources:
@@ -101,7 +116,13 @@ def _lane(s: ConcatSpec) -> Resources:
 def _resources(s: ConcatSpec, lanes: tuple[int, int]) -> Resources:
     lane, ln = _lane(s), lanes[0]
     mux = 4 * s.n_inputs * ln  # the input select
-    return Resources(lut=lane.lut * ln + mux, ff=lane.ff * ln, dsp=lane.dsp * ln)
+    lut, ff = lane.lut * ln + mux, lane.ff * ln
+    if s.runtime:  # a rescaler on every input (``_lane`` is the scaled lane)
+        k = s.n_inputs
+        for r, times in ((CONCAT_RUNTIME_STAGE, 1), (CONCAT_RUNTIME_INPUT, k),
+                         (CONCAT_RUNTIME_LANE, ln), (CONCAT_RUNTIME_LANE_INPUT, k * ln)):
+            lut, ff = lut + r.lut * times, ff + r.ff * times
+    return Resources(lut=lut, ff=ff, dsp=lane.dsp * ln)
 
 
 KIND = StageKind(

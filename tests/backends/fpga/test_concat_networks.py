@@ -159,3 +159,70 @@ def test_inception_is_bit_exact_under_backpressure_at_the_estimated_rate(tmp_pat
             assert keys["measured"]["initiation_interval"] == est["initiation_interval"]
             assert keys["measured"]["latency_cycles"] == pytest.approx(
                 est["latency_cycles"], rel=0.02)
+
+
+def _branches() -> tuple[fluid.Program, dict[str, np.ndarray], str]:
+    """conv 3x3 (4 ch, relu) -> [conv 1x1 (3 ch)] + [conv 1x1 (2 ch, relu)] -> concat
+    (5 ch) -> fc 3 on [2, 6, 6]: a concat whose inputs have scales of their own."""
+    main, startup = fluid.Program(), fluid.Program()
+    main.random_seed = startup.random_seed = 3
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = L.data(name="x", shape=[2, 6, 6], dtype="float32")
+        h = L.conv2d(x, 4, 3, padding=1, act="relu")
+        c = L.concat([L.conv2d(h, 3, 1), L.conv2d(h, 2, 1, act="relu")], axis=1)
+        out = L.fc(c, 3)
+    return main.clone(for_test=True), dict(_scope(startup).vars), out.name
+
+
+def _calibration(seed: int, gain: tuple[float, float]) -> np.ndarray:
+    x = np.random.default_rng(seed).standard_normal((N, 2, 6, 6))
+    return (x * np.array(gain)[None, :, None, None]).astype(np.float32)
+
+
+@pytest.mark.slow
+def test_a_runtime_concat_runs_a_recalibrated_model_without_a_rebuild(tmp_path):
+    """Built once with runtime weights, the concat's multipliers and shifts are loaded
+    like every other parameter: a model calibrated on other data (other scale ratios
+    between the branches, so other concat multipliers and shifts) has the same design
+    and runs bit-exact on the first build's simulated hardware, and the first model's
+    parameters loaded back give its outputs again."""
+    from fluid_hw.drivers import Accelerator, get_transport, load_param_image
+    from fluid_hw.frontend import io as fio
+
+    prog, params, fetch = _branches()
+    builds = {}
+    for tag, calib in (("a", _calibration(0, (1.0, 1.0))), ("b", _calibration(1, (4.0, 0.3)))):
+        scope = fluid.Scope()
+        scope.vars.update({k: np.array(v) for k, v in params.items()})
+        builds[tag] = (tmp_path / tag, compile_program(
+            prog, scope, tmp_path / tag, feeds=["x"], fetches=[fetch], target="sim",
+            weights="runtime", calibration={"x": calib}, budget=BUDGET))
+    (a, st_a), (b, st_b) = builds["a"], builds["b"]
+    assert [s.kind for s in st_a.lowered.stages] == ["conv", "conv", "conv", "concat", "mvau"]
+    cat_a, cat_b = (next(s for s in st.lowered.specs if s.kind == "concat")
+                    for st in (st_a, st_b))
+    assert cat_a.runtime and cat_a.latency == cat_b.latency == 6
+    assert (cat_a.multipliers, cat_a.shifts) != (cat_b.multipliers, cat_b.shifts)
+    assert st_a.top.design_hash == st_b.top.design_hash
+    assert (a / "accelerator.v").read_bytes() == (b / "accelerator.v").read_bytes()
+    seg = next(s for s in st_a.top.segments if s.kind == "concat")
+    assert (seg.depth, seg.words_per_entry) == (2, 1)
+    assert "Concat entries" in (a / "registers.md").read_text()
+    images = [dict(load_param_image(d / "weights.npz")) for d in (a, b)]
+    assert not np.array_equal(images[0][seg.base], images[1][seg.base])
+
+    def golden(build, x):
+        scope = fluid.Scope()
+        p, feeds, fetches = fio.load_inference_model(build / "model", fluid.Executor(),
+                                                     scope=scope)
+        return fluid.Executor().run(p, feed={feeds[0]: x}, fetch_list=fetches, scope=scope)
+
+    x = _calibration(2, (2.0, 1.0))[:12]
+    with get_transport("sim", a) as hw:  # build a's hardware, verilated once
+        outs = {}
+        for build in (b, a):  # b's parameters first, then a's loaded back
+            acc = Accelerator.open(build, hw)
+            (outs[build],) = acc.run(x)
+            (want,) = golden(build, x)
+            assert outs[build].tobytes() == want.tobytes(), build.name
+        assert not np.array_equal(outs[a], outs[b])

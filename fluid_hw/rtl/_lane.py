@@ -1,0 +1,87 @@
+"""Pipeline pieces that several units' lanes share: a stage register, the int8 clamp,
+a rescaler's product (:func:`rescale_product`, the joins), the decoding of a shift
+loaded at run time (:func:`loaded_shift`, the joins' runtime rescalers) and a MAC
+lane's weight product (:func:`weight_product`, the per-channel units).
+
+Each helper names its signals from what the caller gives, so a unit built with them
+keeps the names (and the Verilog) it had when it wrote them out itself."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from amaranth import Const, Module, Mux, Signal, Value, signed
+
+from ._dsp import dsp_product
+from ._ff import copy_register
+
+__all__ = ["stage_reg", "clamp_int8", "rescale_product", "loaded_shift", "weight_product",
+           "LOADED_ZERO_SHIFT"]
+
+#: ``|x * m| < 2^22`` for an int8 ``x`` and a multiplier below ``2^15``: a loaded shift
+#: of this or more rounds every product (and a rounding term below it) to 0
+LOADED_ZERO_SHIFT = 24
+
+
+def stage_reg(m: Module, valid: Sequence[Value], stage: int, shape: object, value: object,
+              name: str) -> Signal:
+    """Register of pipeline stage ``stage``, loaded when its input is valid
+    (``valid[stage - 1]``)."""
+    r = Signal(shape, name=name)
+    with m.If(valid[stage - 1]):
+        m.d.sync += r.eq(value)
+    return r
+
+
+def clamp_int8(r: Value, relu: bool) -> Value:
+    """Saturate to int8, or to [0, 127] with ``relu``."""
+    lo = 0 if relu else -128
+    return Mux(r > 127, 127, Mux(r < lo, lo, r[0:8]))
+
+
+def rescale_product(m: Module, valid: Sequence[Value], x: Value, k: Value, ff_style: str, *,
+                    x_name: str, dsp_name: str, p_name: str, k_name: str | None = None
+                    ) -> Value:
+    """Stages 1-3 of a rescaler: the int8 ``x`` into its input register (``ff_style`` as
+    :func:`._ff.copy_register`; ``k`` too where ``k_name`` is given), the product and its
+    second register (``p_name`` + ``2``/``3``), or with ``ff_style="trellis"`` a
+    ``MULT18X18D`` with its own registers (:func:`._dsp.dsp_product`).  24 bits, signed."""
+    x1 = copy_register(m, x, valid[0], x_name, ff_style).as_signed()
+    if k_name is not None:
+        k = copy_register(m, k, valid[0], k_name, ff_style).as_signed()
+    if ff_style == "trellis":  # the DSP's own input and output registers
+        return dsp_product(m, x1, k, dsp_name)[0:24].as_signed()
+    p2 = stage_reg(m, valid, 2, signed(24), x1 * k, f"{p_name}2")
+    return stage_reg(m, valid, 3, signed(24), p2, f"{p_name}3")
+
+
+def loaded_shift(n: Value) -> tuple[Value, Value, Value]:
+    """A shift ``n`` (6 bits, 0-47) loaded at run time, as a rescaler of an int8 product
+    uses it: ``(zero, ns, k)`` -- whether the result is 0 whatever the product (``n >=``
+    :data:`LOADED_ZERO_SHIFT`: take the multiplier as 0), the shift in 5 bits and the
+    rounding term ``2^(ns-1)`` (0 for ``ns = 0``) in 23 bits."""
+    zero = n >= LOADED_ZERO_SHIFT
+    return (zero, Mux(zero, 0, n[0:5]),
+            Mux(zero, 0, (Const(1, 24) << n[0:5]) >> 1))
+
+
+def weight_product(m: Module, valid: Sequence[Value], w: Value, x: Value, lane: int,
+                   ff_style: str) -> Signal:
+    """A MAC lane's product of a weight memory's read data ``w`` and the int8 ``x``:
+    stage 2 fabric registers on both (``l<lane>_w2``, ``l<lane>_x2``), stages 3 and 4
+    the product twice (or a ``MULT18X18D`` with its own registers, ``ff_style=
+    "trellis"``); the 16-bit product ``l<lane>_p4`` is valid with ``valid[4]``."""
+    w2 = Signal(signed(8), name=f"l{lane}_w2")
+    x2 = Signal(signed(8), name=f"l{lane}_x2")
+    p4 = Signal(signed(16), name=f"l{lane}_p4")
+    with m.If(valid[1]):
+        m.d.sync += [w2.eq(w), x2.eq(x)]
+    if ff_style == "trellis":  # the DSP's own registers (rtl._dsp)
+        m.d.comb += p4.eq(dsp_product(m, w2, x2, f"l{lane}_m")[0:16])
+    else:
+        p3 = Signal(signed(16), name=f"l{lane}_p3")
+        with m.If(valid[2]):
+            m.d.sync += p3.eq(w2 * x2)
+        with m.If(valid[3]):
+            m.d.sync += p4.eq(p3)
+    return p4
