@@ -13,7 +13,8 @@ Entry points:
 
 - :func:`build_bitstream`: a :class:`~fluid_hw.boards.top.BoardTop` to a bitstream;
 - :func:`run_flow`: any RTLIL/Verilog top whose ports are board pins;
-- the steps :func:`synthesize`, :func:`place_and_route`, :func:`pack`;
+- the steps :func:`write_board_top`, :func:`synthesize`, :func:`place_and_route`,
+  :func:`pack`, and :func:`flow_result` (their results as a :class:`BitstreamResult`);
 - parsers :func:`parse_yosys_stat`, :func:`parse_nextpnr_report`,
   :func:`parse_nextpnr_log`.
 
@@ -48,6 +49,7 @@ __all__ = [
     "build_bitstream",
     "check_budget",
     "find_tool",
+    "flow_result",
     "pack",
     "parse_nextpnr_log",
     "parse_nextpnr_report",
@@ -56,6 +58,7 @@ __all__ = [
     "run_flow",
     "run_tool",
     "synthesize",
+    "write_board_top",
 ]
 
 # the tools (rows, lookup, runs, progress) are fluid_hw.tools'; these names stay here
@@ -415,6 +418,30 @@ class BitstreamResult:
 RESULT_FILE = "bitstream.json"
 
 
+def flow_result(board: Board, build_dir: Path, synth: SynthResult, pnr: PnRResult,
+                bitstream: Path, *, freq_mhz: float, requested_clock_mhz: float | None,
+                pll: Mapping[str, Any] | None, seconds: Mapping[str, float]
+                ) -> BitstreamResult:
+    """The :class:`BitstreamResult` of the steps' results (resources used: Yosys',
+    nextpnr's where it counts them)."""
+    family, dev = board.family, board.device
+    used = dict(synth.resources)
+    for bel, res in family.nextpnr_bels.items():
+        if bel in pnr.utilisation:
+            used[res] = pnr.utilisation[bel]["used"]
+    return BitstreamResult(
+        board=board.name, device=dev.name, family=family.name, bitstream=bitstream,
+        clock_mhz=freq_mhz, requested_clock_mhz=requested_clock_mhz or freq_mhz,
+        fmax_mhz=pnr.fmax_mhz, timing_met=pnr.timing_met, critical_path=pnr.critical_path,
+        clocks=pnr.clocks, resources_used=used, resources_available=dict(dev.resources),
+        resources_synth=synth.resources, cells_by_type=synth.cells_by_type,
+        utilisation=pnr.utilisation, pll=dict(pll) if pll is not None else None,
+        logs={"yosys": synth.log, "nextpnr": build_dir / "nextpnr.log",
+              family.pack_tool: build_dir / f"{family.pack_tool}.log"},
+        seconds=dict(seconds), build_dir=build_dir,
+    )
+
+
 def run_flow(board: str | Board, build_dir: str | Path, sources: Sequence[Path], top: str, *,
              pins: Mapping[str, Pin], clocks: Mapping[str, float], freq_mhz: float,
              requested_clock_mhz: float | None = None, pll: Mapping[str, Any] | None = None,
@@ -454,24 +481,37 @@ def run_flow(board: str | Board, build_dir: str | Path, sources: Sequence[Path],
     bitstream, seconds[family.pack_tool] = pack(board, build_dir, pnr_out, progress=progress,
                                                 timeout_s=timeout_s, step="bitstream")
 
-    used = dict(synth.resources)
-    for bel, res in family.nextpnr_bels.items():
-        if bel in pnr.utilisation:
-            used[res] = pnr.utilisation[bel]["used"]
-    result = BitstreamResult(
-        board=board.name, device=dev.name, family=family.name, bitstream=bitstream,
-        clock_mhz=freq_mhz, requested_clock_mhz=requested_clock_mhz or freq_mhz,
-        fmax_mhz=pnr.fmax_mhz, timing_met=pnr.timing_met, critical_path=pnr.critical_path,
-        clocks=pnr.clocks, resources_used=used, resources_available=dict(dev.resources),
-        resources_synth=synth.resources, cells_by_type=synth.cells_by_type,
-        utilisation=pnr.utilisation, pll=dict(pll) if pll is not None else None,
-        logs={"yosys": synth.log, "nextpnr": build_dir / "nextpnr.log",
-              family.pack_tool: build_dir / f"{family.pack_tool}.log"},
-        seconds=seconds, build_dir=build_dir,
-    )
+    result = flow_result(board, build_dir, synth, pnr, bitstream, freq_mhz=freq_mhz,
+                         requested_clock_mhz=requested_clock_mhz, pll=pll, seconds=seconds)
     result.write(build_dir / RESULT_FILE)
     tell(progress, result.summary())
     return result
+
+
+def write_board_top(top: Any, build_dir: Path, *, name: str = "board_top",
+                    progress: Progress = print_progress) -> tuple[Path, float]:
+    """A :class:`~fluid_hw.boards.top.BoardTop` as RTLIL, ``build_dir/{name}.il`` (no
+    Verilog round trip needed); returns the file and the seconds it took."""
+    from amaranth.back import rtlil
+
+    from .top import BoardTop
+
+    if not isinstance(top, BoardTop):
+        raise FluidError(f"build_bitstream needs a BoardTop, not {type(top).__name__}; wrap "
+                         "the design: BoardTop(core, board, clock_mhz=...)")
+    build_dir.mkdir(parents=True, exist_ok=True)
+    board = top.board
+    clock_note = (f"PLL {board.clock_mhz:g} -> {top.clock_mhz:.3f} MHz"
+                  if top.pll_params is not None else f"oscillator {board.clock_mhz:g} MHz")
+    tell(progress, f"bitstream for {board.name} ({board.device.name}), {clock_note}, "
+                   f"in {build_dir}")
+    tell(progress, "board top: Amaranth -> RTLIL ...")
+    start = time.monotonic()
+    il = build_dir / f"{name}.il"
+    il.write_text(rtlil.convert(top, name=name))
+    seconds = time.monotonic() - start
+    tell(progress, f"board top: done in {seconds:.1f} s")
+    return il, seconds
 
 
 def build_bitstream(top: Any, build_dir: str | Path, *, name: str = "board_top", seed: int = 1,
@@ -487,27 +527,10 @@ def build_bitstream(top: Any, build_dir: str | Path, *, name: str = "board_top",
     frequency.  Returns a :class:`BitstreamResult` (also saved as
     ``BUILD_DIR/bitstream.json``).
     """
-    from amaranth.back import rtlil
-
-    from .top import BoardTop
-
-    if not isinstance(top, BoardTop):
-        raise FluidError(f"build_bitstream needs a BoardTop, not {type(top).__name__}; wrap "
-                         "the design: BoardTop(core, board, clock_mhz=...)")
     build_dir = Path(build_dir)
-    build_dir.mkdir(parents=True, exist_ok=True)
+    il, rtlil_seconds = write_board_top(top, build_dir, name=name, progress=progress)
     board = top.board
     pll = top.pll_params
-    clock_note = (f"PLL {board.clock_mhz:g} -> {top.clock_mhz:.3f} MHz" if pll is not None
-                  else f"oscillator {board.clock_mhz:g} MHz")
-    tell(progress, f"bitstream for {board.name} ({board.device.name}), {clock_note}, "
-                   f"in {build_dir}")
-    tell(progress, "board top: Amaranth -> RTLIL ...")
-    start = time.monotonic()
-    il = build_dir / f"{name}.il"
-    il.write_text(rtlil.convert(top, name=name))
-    rtlil_seconds = time.monotonic() - start
-    tell(progress, f"board top: done in {rtlil_seconds:.1f} s")
     return run_flow(
         board, build_dir, [*top.verilog_sources, il], name, pins=top.pins,
         clocks={top.clock_port: board.clock_mhz}, freq_mhz=top.clock_mhz,

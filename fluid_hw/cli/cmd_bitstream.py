@@ -6,9 +6,12 @@ docs/uart_protocol.md), then Yosys, nextpnr and ecppack / icepack run in the bui
 folder (their logs stay there).  The result is ``accelerator.bit`` (ECP5) or
 ``accelerator.bin`` (iCE40); ``report.json`` gains Fmax, timing, the critical path,
 resources used and available, estimate vs actual per resource, and throughput and
-latency at Fmax; ``report.html`` is rewritten.  Timing that is not met is reported
-(and, with ``--require-timing``, an error).  Then ``fluid-hw program BUILD_DIR`` loads
-it, and ``Accelerator.open(BUILD_DIR, transport="serial", port=...)`` talks to it.
+latency at Fmax; ``report.html`` is rewritten.  The steps (read_build, budget_check,
+board_top, synthesis, place_and_route, pack, write_report) can stop after any with
+``--stop-after STEP``, leaving the build folder's manifest as it was.  Timing that is
+not met is reported (and, with ``--require-timing``, an error).  Then ``fluid-hw
+program BUILD_DIR`` loads it, and ``Accelerator.open(BUILD_DIR, transport="serial",
+port=...)`` talks to it.
 """
 
 from __future__ import annotations
@@ -25,7 +28,11 @@ def _run(args: argparse.Namespace) -> int:
 
     keys = bitstream(args.build_dir, board=args.board, clock_mhz=args.clock_mhz,
                      baud=args.baud or DEFAULT_BAUD, seed=args.seed, placer=args.placer,
-                     check_resources=not args.no_budget_check, timeout_s=args.timeout)
+                     check_resources=not args.no_budget_check, timeout_s=args.timeout,
+                     stop_after=args.stop_after)
+    if "bitstream" not in keys:
+        print(f"bitstream of {args.build_dir} (through step {args.stop_after})")
+        return 0
     print_bitstream(args.build_dir, keys)
     if not args.no_html:
         print(f"  report: {write_report_html(args.build_dir)}")
@@ -78,4 +85,7 @@ def register(sub: Any) -> None:
     p.add_argument("--no-html", action="store_true", help="do not rewrite report.html")
     p.add_argument("--require-timing", action="store_true",
                    help="exit with an error when timing is not met")
+    p.add_argument("--stop-after", metavar="STEP", help="stop after this step to inspect the "
+                   "build folder (read_build, budget_check, board_top, synthesis, "
+                   "place_and_route, pack, write_report)")
     p.set_defaults(fn=_run)

@@ -76,8 +76,8 @@ def builds(tmp_path_factory):
 def no_tools(monkeypatch):
     def tripwire(*a, **k):
         raise AssertionError("a synthesis tool was started on a damaged build folder")
-    monkeypatch.setattr(bitstream_mod, "build_bitstream", tripwire)
-    monkeypatch.setattr(bitstream_mod, "synthesize", tripwire)
+    for tool in ("write_board_top", "synthesize", "place_and_route", "pack"):
+        monkeypatch.setattr(bitstream_mod, tool, tripwire)  # the bitstream steps' tools
 
 
 def _readers(d: Path):

@@ -8,21 +8,25 @@ Region ``k`` (``BUILD/regions/<k>/``, a complete single-region build whose Veril
 is ``<name>_r<k>``) sits at **region address** ``k`` of the bridge
 (``UartBridge(regions=...)``: the REGION command selects it; its output beats come
 tagged ``0x90 + 2k``); its register map and streams are its own, unchanged.  The steps
-are the single-region ones (:mod:`.bitstream`) over all regions at once:
+are the single-region ones (:data:`.bitstream.BITSTREAM_STEPS`) over all regions at
+once, with this module's parts:
 
-1. read every region's folder; their Verilog tops must differ (builds compiled before
-   regions were named all say ``fluid_accel``: recompile);
-2. estimate each region on the device without the board top, add one bridge, and stop
-   before any tool when the multipliers or block RAMs of all regions together exceed
-   the device, naming the resource and each region's share;
-3. one board top (:class:`fluid_hw.boards.AcceleratorBoardTop` with a core per region)
-   through Yosys (whose own budget check counts every region's cells), nextpnr and the
-   packer in ``BUILD``: ``BUILD/accelerator.bit`` / ``.bin``, ``BUILD/bitstream.json``;
-4. ``BUILD/report.json`` gains the single-region keys, with the estimate summed over the
+1. ``read_build`` (:func:`read_regions`): every region's folder; their Verilog tops
+   must differ (builds compiled before regions were named all say ``fluid_accel``:
+   recompile);
+2. ``budget_check`` (:func:`region_estimates`, :func:`check_regions_fit`): each region
+   on the device without the board top, plus one bridge; stop before any tool when the
+   multipliers or block RAMs of all regions together exceed the device, naming the
+   resource and each region's share;
+3. ``board_top`` to ``pack``: one board top (:class:`fluid_hw.boards.AcceleratorBoardTop`
+   with a core per region) through Yosys (whose own budget check counts every region's
+   cells), nextpnr and the packer in ``BUILD``;
+4. ``write_report``: ``BUILD/accelerator.bit`` / ``.bin``, ``BUILD/bitstream.json``;
+   ``BUILD/report.json`` gains the single-region keys, with the estimate summed over the
    regions and throughput and latency at Fmax from the summed initiation intervals and
    latencies (a batch passes the regions one after another), plus
-   ``bitstream.regions`` (per region: address, folder, Verilog top, design hash, beat
-   sizes, estimate).
+   ``bitstream.regions`` (:func:`region_rows`: per region address, folder, Verilog top,
+   design hash, beat sizes, estimate).
 """
 
 from __future__ import annotations
@@ -37,21 +41,12 @@ from ...boards.toolchain import print_progress
 from ...drivers.build_dir import BuildDir, BuildDirError
 from ...hls.autofold import bridge_estimate
 from ...rtl.uart_bridge import MAX_REGIONS, beat_tag
-from .bitstream import (
-    DEFAULT_BAUD,
-    BuildFolder,
-    Progress,
-    _default_clock,
-    accelerator_board_top,
-    build_and_report,
-    estimate_on,
-    read_build,
-    resolve_board,
-    say_estimate,
-)
+from ...tools import Progress
+from .board_top import DEFAULT_BAUD, BuildFolder, estimate_on, read_build
 from .steps import BuildError
 
-__all__ = ["read_regions", "region_estimates", "check_regions_fit", "bitstream_regions"]
+__all__ = ["read_regions", "region_estimates", "check_regions_fit", "region_rows",
+           "bitstream_regions"]
 
 RESOURCES = ("lut", "ff", "dsp", "bram")
 
@@ -112,30 +107,28 @@ def check_regions_fit(builds: Sequence[BuildFolder], board: Board,
         f"{builds[0].path.parent}/<k>)")
 
 
+def region_rows(builds: Sequence[BuildFolder], per: Sequence[Mapping[str, int]]
+                ) -> list[dict[str, Any]]:
+    """``report.json``'s ``bitstream.regions``: per region its address, folder, Verilog
+    top, design hash, beat sizes and tags, and estimate."""
+    return [{"address": k, "dir": f"regions/{bd.path.name}", "name": bd.info["name"],
+             "design_hash": bd.info.get("design_hash"), "in_bytes": bd.in_bytes,
+             "out_bytes": bd.out_bytes, "beat_tags": [beat_tag(k, False), beat_tag(k, True)],
+             "estimate": dict(e)} for k, (bd, e) in enumerate(zip(builds, per))]
+
+
 def bitstream_regions(build_dir: str | os.PathLike[str], *, board: str | Board | None = None,
                       clock_mhz: float | None = None, baud: float = DEFAULT_BAUD,
                       seed: int = 1, placer: str | None = None,
                       nextpnr_args: Sequence[str] = (), check_resources: bool = True,
                       progress: Progress = print_progress, timeout_s: float | None = None
                       ) -> dict[str, Any]:
-    """The bitstream of a multi-region build (see the module docstring); returns the
-    keys merged into ``BUILD/report.json``."""
-    d = Path(build_dir)
-    builds = read_regions(d)
-    b = resolve_board(builds[0], board)
-    clock = float(clock_mhz) if clock_mhz is not None else _default_clock(builds[0], b)
-    per, total = region_estimates(builds, b)
-    say_estimate(progress, b, total)
-    if check_resources:
-        check_regions_fit(builds, b, per, total)
-    top = accelerator_board_top(builds, b, clock_mhz=clock, baud=baud)
-    regions = [{"address": k, "dir": f"regions/{bd.path.name}", "name": bd.info["name"],
-                "design_hash": bd.info.get("design_hash"), "in_bytes": bd.in_bytes,
-                "out_bytes": bd.out_bytes, "beat_tags": [beat_tag(k, False), beat_tag(k, True)],
-                "estimate": e} for k, (bd, e) in enumerate(zip(builds, per))]
-    specs = [s for bd in builds for s in bd.specs()]
-    return build_and_report(d, top, BuildDir(d).report(check=False), specs, total,
-                            seed=seed, placer=placer,
-                            nextpnr_args=nextpnr_args, check_resources=check_resources,
-                            progress=progress, timeout_s=timeout_s,
-                            extra={"regions": regions, "registers": "registers.md"})
+    """The bitstream of a multi-region build (see the module docstring): the steps of
+    :data:`.bitstream.BITSTREAM_STEPS` on it (:func:`.bitstream.bitstream` takes the
+    folder's lock and calls them); returns the keys merged into ``BUILD/report.json``."""
+    from .bitstream import BitstreamOptions, run_bitstream
+
+    return run_bitstream(build_dir, BitstreamOptions(
+        board=board, clock_mhz=clock_mhz, baud=baud, seed=seed, placer=placer,
+        nextpnr_args=tuple(nextpnr_args), check_resources=check_resources,
+        progress=progress, timeout_s=timeout_s), regioned=True)

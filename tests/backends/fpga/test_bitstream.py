@@ -17,13 +17,17 @@ import fluid_hw as fluid
 from fluid_hw.backends.fpga import compile_program, read_report
 from fluid_hw.backends.fpga.bitstream import (
     BITSTREAM_KEYS,
+    BITSTREAM_STEPS,
     accelerator_board_top,
+    bitstream,
     read_build,
     resolve_board,
 )
 from fluid_hw.backends.fpga.steps import BuildError
 from fluid_hw.boards import ResourceBudgetError, get_board
 from fluid_hw.cli.main import main
+from fluid_hw.drivers.build_dir import BuildDir
+from fluid_hw.errors import UnknownNameError
 from tests.backends.fpga._programs import Arch, build, random_values
 
 TINY = Arch((32,), [{"kind": "fc", "name": "fc0", "n": 16, "relu": True},
@@ -62,14 +66,38 @@ def test_board_comes_from_the_option_or_the_target(tiny, tmp_path):
     top._MustUse__used = True
 
 
+def test_stop_after_a_step_leaves_its_files_and_the_build_as_it_was(tiny, tmp_path, capsys):
+    """Like compile and simulate, the bitstream is a flat list of named steps: stopped
+    after one (before any tool), the folder holds what the steps so far made, no
+    bitstream, and its manifest is untouched (still a valid build)."""
+    assert [s.name for s in BITSTREAM_STEPS] == [
+        "read_build", "budget_check", "board_top", "synthesis", "place_and_route", "pack",
+        "write_report"]
+    d = tmp_path / "t"
+    shutil.copytree(tiny, d)
+    manifest = (d / "manifest.json").read_bytes()
+    report = (d / "report.json").read_bytes()
+    assert bitstream(d, board="ulx3s-25f", progress=None, stop_after="board_top") == {}
+    assert (d / "board_top.il").is_file() and (d / "board_top.lpf").is_file()
+    assert not (d / "yosys.log").exists() and not list(d.glob("accelerator.b*"))
+    assert (d / "manifest.json").read_bytes() == manifest
+    assert (d / "report.json").read_bytes() == report
+    BuildDir(d).verify()
+    with pytest.raises(UnknownNameError, match=r"unknown bitstream step 'synth'.*synthesis"):
+        bitstream(d, board="ulx3s-25f", progress=None, stop_after="synth")
+    capsys.readouterr()
+    assert main(["bitstream", str(d), "--board", "icebreaker", "--stop-after",
+                 "budget_check"]) == 0
+    assert "through step budget_check" in capsys.readouterr().out
+    assert not (d / "report.html").exists()
+
+
 def test_a_design_that_cannot_fit_is_refused_before_the_tools(tmp_path):
     out = _compile(BIG, tmp_path / "big")
     before = set(p.name for p in out.iterdir())
     with pytest.raises(ResourceBudgetError,
                        match=r"SB_RAM40_4K.*over.*SPRAM.*--fold auto --target"):
         main_args = ["bitstream", str(out), "--board", "icebreaker"]
-        from fluid_hw.backends.fpga.bitstream import bitstream
-
         bitstream(out, board="icebreaker", progress=None)
     assert main(main_args) == 2  # the CLI turns it into one error line
     assert set(p.name for p in out.iterdir()) == before  # no tool ran
@@ -122,3 +150,7 @@ def test_ice40_up5k_bitstream_of_a_tiny_mlp(tiny, tmp_path):
     r = _check_build(out, "ice40")
     assert r["bitstream"]["clock_mhz"] == pytest.approx(30.0)
     assert r["timing_met"] is True
+    # the manifest, written last, lists the bitstream step's files
+    doc = BuildDir(out).verify()
+    assert doc["last_step"] == "bitstream" and "accelerator.bin" in doc["files"]
+    assert "bitstream.json" in doc["files"]
