@@ -269,7 +269,7 @@ def _read_array(f: IO[bytes], data_size: int, path: Path, member: str | None,
     if check is not None:
         check(member, dtype, shape)
     arr = np.empty(count, dtype)
-    view = memoryview(arr).cast("B")
+    view = arr.data.cast("B")
     got = 0
     while got < need:
         n = f.readinto(view[got:])  # type: ignore[attr-defined]

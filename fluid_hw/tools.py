@@ -166,7 +166,8 @@ class Tool:
             return None
         text = out.stdout or out.stderr
         m = re.search(r"\d+\.\d+(\.\d+)*", text)
-        return m.group(0) if m else (text.strip().splitlines() or [None])[0]
+        lines = text.strip().splitlines()
+        return m.group(0) if m else (lines[0] if lines else None)
 
 
 _OFL_URL = "https://github.com/trabucayre/openFPGALoader"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from amaranth.hdl import Instance, Module
@@ -238,6 +239,8 @@ class PLLComponent(wiring.Component):
 class ECP5PLL(PLLComponent):
     """``EHXPLLL`` making ``f_out_mhz`` (as near as the dividers allow) from ``f_in_mhz``."""
 
+    params: ECP5PLLParams
+
     def __init__(self, f_in_mhz: float, f_out_mhz: float, *,
                  params: ECP5PLLParams | None = None) -> None:
         self.params = params or ecp5_pll_params(f_in_mhz, f_out_mhz)
@@ -273,6 +276,8 @@ class ICE40PLL(PLLComponent):
     the PLL's clock pin) or ``SB_PLL40_CORE`` (any clock net), SIMPLE feedback,
     output on the global network."""
 
+    params: ICE40PLLParams
+
     def __init__(self, f_in_mhz: float, f_out_mhz: float, *, pad: bool = True,
                  params: ICE40PLLParams | None = None) -> None:
         self.params = params or ice40_pll_params(f_in_mhz, f_out_mhz)
@@ -294,7 +299,8 @@ class ICE40PLL(PLLComponent):
         return m
 
 
-_PARAMS = {"ecp5": ecp5_pll_params, "ice40": ice40_pll_params}
+_PARAMS: dict[str, Callable[[float, float], ECP5PLLParams | ICE40PLLParams]] = {
+    "ecp5": ecp5_pll_params, "ice40": ice40_pll_params}
 
 
 def pll_params(family: str, f_in_mhz: float, f_out_mhz: float) -> ECP5PLLParams | ICE40PLLParams:

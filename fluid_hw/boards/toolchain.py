@@ -294,10 +294,10 @@ def place_and_route(board: Board, build_dir: Path, netlist: Path, constraints: P
     constraints), ``--timing-allow-fail`` and a JSON report; returns the parsed
     report, the placed-and-routed output (``.config``/``.asc``) and seconds."""
     family, dev = board.family, board.device
-    stem = netlist.stem
+    pnr_out = f"{netlist.stem}{family.pnr_suffix}"
     values = {"device_args": dev.nextpnr_device, "package": dev.package, "speed": dev.speed,
               "netlist": netlist.name, "constraints": constraints.name,
-              "pnr_out": f"{stem}{family.pnr_suffix}", "report": "nextpnr_report.json",
+              "pnr_out": pnr_out, "report": "nextpnr_report.json",
               "freq": f"{freq_mhz:.6f}", "seed": seed,
               "placer": placer or family.default_placer}
     args = _format_args(family.pnr_args, values) + list(extra_args)
@@ -310,7 +310,7 @@ def place_and_route(board: Board, build_dir: Path, netlist: Path, constraints: P
         result = parse_nextpnr_report(report)
     else:  # an old native nextpnr without --report
         result = parse_nextpnr_log((build_dir / "nextpnr.log").read_text(errors="replace"))
-    return result, build_dir / values["pnr_out"], seconds
+    return result, build_dir / pnr_out, seconds
 
 
 def pack(board: Board, build_dir: Path, pnr_out: Path, *, progress: Progress = print_progress,

@@ -29,7 +29,7 @@ import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from amaranth.hdl import (
     Cat,
@@ -52,7 +52,7 @@ from .pll import ECP5PLLParams, ICE40PLLParams, make_pll, pll_params
 
 __all__ = ["BoardTop", "VerilogCore", "core_ports", "verilog_ports"]
 
-BridgeArg = Elaboratable | Callable[[float], Elaboratable] | None
+BridgeArg: TypeAlias = Elaboratable | Callable[[float], Elaboratable] | None
 
 
 def core_ports(core: Any) -> tuple[list[Value], list[Value]]:
@@ -157,7 +157,7 @@ class BoardTop(wiring.Component):
         led: Value | None = None
         if self.bridge is not None:
             m.submodules.bridge = self.bridge
-            m.d.comb += [self.bridge.rx.eq(rx), tx.eq(self.bridge.tx)]  # type: ignore[attr-defined]
+            m.d.comb += [self.bridge.rx.eq(rx), tx.eq(self.bridge.tx)]
             connect = getattr(self.bridge, "connect", None)
             if callable(connect):
                 connect(m, self.core)

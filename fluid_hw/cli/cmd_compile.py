@@ -40,7 +40,7 @@ def _run(args: argparse.Namespace) -> int:
                       f"estimated II {e.initiation_interval} cycles")
     if st.lowered is not None and last == COMPILE_STEPS[-1].name:
         e = st.lowered.estimate()
-        for note in st.lowered.partition.describe().get("notes", []):  # type: ignore
+        for note in st.lowered.partition.describe().get("notes", []):  # type: ignore[attr-defined]
             print(f"  ({note})")
         for s, est in zip(st.lowered.stages, e.stages):
             fold = ", ".join(f"{k} {v}" for k, v in est.folding.items())

@@ -51,7 +51,8 @@ def plot_losses(hist: History, path: Path, title: str) -> None:
     ax.set_title(title)
     if hist.epochs and hist.epochs[0].test_accuracy is not None:
         ax2 = ax.twinx()
-        ax2.plot([e.epoch for e in hist.epochs], [e.test_accuracy for e in hist.epochs],
+        ax2.plot([e.epoch for e in hist.epochs],
+                 [np.nan if e.test_accuracy is None else e.test_accuracy for e in hist.epochs],
                  color="tab:green", marker=".", label="test accuracy")
         ax2.set_ylabel("test accuracy")
     fig.tight_layout()
@@ -163,6 +164,7 @@ def run_demo(out_dir: str, epochs: int = 30, board: str | None = "ulx3s-85f",
     print(f"\n== FPGA: compile the int8 model for target {target!r} ==")
     build = out / "build"
     st = compile_model(qdir, build, target=target, fraction=fraction)
+    assert st.lowered is not None  # a single-accelerator build
     print(f"  stages: {', '.join(s.name for s in st.lowered.stages)}")
     if st.autofold is not None:
         a = st.autofold

@@ -152,7 +152,8 @@ def _savez_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
     import io
 
     buf = io.BytesIO()
-    np.savez(buf, **{k: np.asarray(v) for k, v in arrays.items()})
+    named: dict[str, Any] = {k: np.asarray(v) for k, v in arrays.items()}  # not allow_pickle=
+    np.savez(buf, **named)
     return buf.getvalue()
 
 
@@ -190,7 +191,7 @@ class HostFile:
     design_hash: str
 
 
-def _need(cond: bool, what: str) -> None:
+def _need(cond: object, what: str) -> None:
     if not cond:
         raise ValueError(what)
 
@@ -471,7 +472,8 @@ class BuildDir:
             _need(doc.get("format") == MANIFEST_FORMAT, f"unknown format {doc.get('format')!r}")
             _need(isinstance(doc.get("design_hash"), str), "design_hash is not a string")
             files = doc.get("files")
-            _need(isinstance(files, dict), "files is not an object")
+            if not isinstance(files, dict):
+                raise ValueError("files is not an object")
             for rel, f in files.items():
                 _need(isinstance(f, dict) and type(f.get("size")) is int and f["size"] >= 0
                       and isinstance(f.get("sha256"), str), f"entry {rel!r} is malformed")

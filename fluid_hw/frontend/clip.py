@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import OpAttrError
 from ..ir import unique_name
 from ..ir.default_programs import default_main_program
-from ..ir.program import Program, Variable
+from ..ir.program import Parameter, Program, Variable
 from .layers.control_flow import RoleOps
 
 __all__ = ["GradientClipBase", "GradientClipByGlobalNorm", "GradientClipByNorm",
@@ -180,9 +180,12 @@ def set_gradient_clip(clip: GradientClipBase, param_list: Sequence[Any] | None =
         params = []
         for p in param_list:
             v = gb._var_recursive(p if isinstance(p, str) else p.name)
+            if not isinstance(v, Parameter):
+                raise OpAttrError(f"set_gradient_clip: {v.name!r} is not a parameter; only "
+                                  "parameters have a gradient clip")
             params.append(v)
     for p in params:
-        p.gradient_clip_attr = clip  # type: ignore[attr-defined]
+        p.gradient_clip_attr = clip
 
 
 def append_gradient_clip_ops(params_grads: Sequence[tuple[Variable, Variable | None]]

@@ -56,7 +56,9 @@ class Model:
 def _finish(main: Program, startup: Program, image: Variable, label: Variable,
             logits: Variable, optimizer: Any) -> Model:
     prob = layers.softmax(logits)
-    loss = layers.mean(layers.softmax_with_cross_entropy(logits, label))
+    xent = layers.softmax_with_cross_entropy(logits, label)
+    assert isinstance(xent, Variable)  # not (loss, softmax): return_softmax is False
+    loss = layers.mean(xent)
     acc = layers.accuracy(prob, label)
     test_program = main.clone(for_test=True)
     if optimizer is not None:

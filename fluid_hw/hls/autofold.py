@@ -65,9 +65,12 @@ BUDGET_RESOURCES = ("dsp", "lut", "bram")
 
 
 class DeviceLike(Protocol):
-    name: str
-    resources: Mapping[str, int]
-    family: Any
+    @property
+    def name(self) -> str: ...
+    @property
+    def resources(self) -> Mapping[str, int]: ...
+    @property
+    def family(self) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -258,8 +261,9 @@ def _dsp_register_ffs(spec: StageSpec) -> int:
     requantiser lane."""
     if not spec.folds:
         return 0
-    return spec.pe * spec.simd * 32 + \
-        (spec.pe * 4 * 33 if spec.requantize else 0)  # type: ignore[attr-defined]
+    # a folding stage is a matrix one: pe, simd and requantize are its fields
+    pe, simd, requant = spec.pe, spec.simd, spec.requantize  # type: ignore[attr-defined]
+    return pe * simd * 32 + (pe * 4 * 33 if requant else 0)
 
 
 # ---- stage specs from data -------------------------------------------------------------

@@ -159,7 +159,7 @@ def balance(units: Sequence[FoldUnit], budget: FoldingBudget | None = DEFAULT_BU
     fixed = dict(fixed or {})
     check_folding(units, fixed)
     if all(u.name in fixed for u in units):  # every layer given: the caller decided
-        return {u.name: tuple(int(v) for v in fixed[u.name]) for u in units}  # type: ignore
+        return {u.name: tuple(int(v) for v in fixed[u.name]) for u in units}  # type: ignore[misc]
     budget = budget or FoldingBudget()
     choice: dict[str, list[_Option]] = {}
     for u in units:

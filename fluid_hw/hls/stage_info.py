@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -23,7 +23,15 @@ from .partition import LoweringError
 __all__ = ["FixedPoint", "INT8", "INT32", "LoweredStage", "Cursor", "layer_name",
            "param_value", "broadcast", "Values"]
 
-Values = Mapping[str, Any]
+
+class ValueSource(Protocol):
+    """Where parameter values are looked up by name: a Scope (``find_value``)."""
+
+    def find_value(self, name: str) -> Any: ...
+
+
+#: parameter values: a Scope (anything with ``find_value``) or a dict of arrays
+Values = Mapping[str, Any] | ValueSource
 
 
 @dataclass(frozen=True)
@@ -137,8 +145,7 @@ def layer_name(*candidates: str | None) -> str:
 
 def param_value(values: Values, name: str) -> np.ndarray:
     """A parameter's array from a Scope or a dict (a clear error when it is missing)."""
-    find = getattr(values, "find_value", None)
-    v = find(name) if find is not None else values.get(name)
+    v = values.get(name) if isinstance(values, Mapping) else values.find_value(name)
     if v is None:
         raise LoweringError(f"parameter {name!r} has no value: load the model's parameters "
                             "(io.load_inference_model) into the scope given to lower()")

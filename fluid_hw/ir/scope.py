@@ -31,7 +31,7 @@ class ScopeTensor:
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         v = self._value()
-        arr = v.data if isinstance(v, LoDTensor) else np.asarray(v)
+        arr = np.asarray(v.data if isinstance(v, LoDTensor) else v)
         return arr if dtype is None else arr.astype(dtype)
 
     def set(self, array: Any, place: Any = None) -> None:

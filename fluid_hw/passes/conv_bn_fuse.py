@@ -69,8 +69,8 @@ def _match(g: BlockGraph, i: int, ctx: PassContext) -> Match | None:
     ops.append(j)
     assert store is not None
     w = get_value(store, w_name)
-    vals = [get_value(store, p) for p in params]
-    if w is None or any(v is None for v in vals) or (
+    vals = [v for p in params if (v := get_value(store, p)) is not None]
+    if w is None or len(vals) < len(params) or (
             b0_name is not None and get_value(store, b0_name) is None):
         return None
     b0 = None if b0_name is None else get_value(store, b0_name)

@@ -26,7 +26,7 @@ def leaf_names(program: Program) -> set[str]:
     """Non-persistable names some op of the global block writes and no op reads."""
     g = BlockGraph(program, PassContext())
     return {n for n in g.producers if not g.consumers.get(n)
-            and not (g.var(n) is not None and g.var(n).persistable)}
+            and not ((v := g.var(n)) is not None and v.persistable)}
 
 
 @register_pass

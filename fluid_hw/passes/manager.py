@@ -208,7 +208,7 @@ def inference_pipeline(*, memory_reuse: bool = False, fuse_elementwise: bool = T
             steps.append(fixpoint(*s))
         elif s in ("fc_fuse", "conv_elementwise_add_act_fuse") and \
                 fused_activations is not None:
-            steps.append(get_pass(s, activations=tuple(fused_activations)))  # type: ignore
+            steps.append(get_pass(s, activations=tuple(fused_activations)))  # type: ignore[arg-type]
         elif s != "fuse_elewise_act" or fuse_elementwise:
             steps.append(s)
     if memory_reuse:

@@ -271,6 +271,14 @@ class _Quantizer:
         return op.type in self.cfg.exclude or any(n in self.cfg.exclude
                                                   for n in op.output_arg_names)
 
+    def shape_of(self, name: str) -> tuple[int, ...]:
+        """The declared shape of ``name``, which the program must declare."""
+        v = self.graph.var(name)
+        if v is None:
+            raise QuantizationError(f"variable {name!r} is used but not declared in the "
+                                    "program")
+        return v.shape
+
     def _param(self, name: str | None) -> bool:
         return name is None or self.graph.is_constant_param(name, self.scope)
 
@@ -282,7 +290,7 @@ class _Quantizer:
         if t in ("fc", "mul"):
             x = op.input("Input" if t == "fc" else "X")[0]
             w = op.input("W" if t == "fc" else "Y")[0]
-            b = (op.input("Bias") or [None])[0] if t == "fc" else None
+            b = next(iter(op.input("Bias")), None) if t == "fc" else None
             k = op.attr("in_num_col_dims" if t == "fc" else "x_num_col_dims")
             act = op.attr("activation_type") if t == "fc" else ""
             out = op.output("Out")[0]
@@ -292,7 +300,7 @@ class _Quantizer:
                 return None
         else:
             x, w = op.input("Input")[0], op.input("Filter")[0]
-            b = (op.input("Bias") or [None])[0]
+            b = next(iter(op.input("Bias")), None)
             act = op.attr("activation") if t == "conv2d_fusion" else "identity"
             out = op.output("Output")[0]
             if act not in ("identity", "relu") or op.attr("data_format") not in ("NCHW",
@@ -407,7 +415,8 @@ class _Quantizer:
                 ) -> str:
         name = fresh_name(self.block, base, self.scope)
         v = self.graph.var(like)
-        self.block.create_var(name=name, shape=list(shape if shape is not None else v.shape),
+        self.block.create_var(name=name, shape=list(shape if shape is not None
+                                                    else self.shape_of(like)),
                               dtype=dtype, lod_level=v.lod_level if v is not None else 0)
         return name
 
@@ -495,14 +504,14 @@ class _Quantizer:
         scale_attrs = {"in_scale": float(s_in), "weight_scale": [float(v) for v in s_w],
                        "weight_bits": cfg.weight_bits}
         acc = self.new_var(f"{ly.out}.acc", ly.out, VarType.INT32,
-                           None if conv else [self.graph.var(ly.x).shape[0], w.shape[1]])
+                           None if conv else [self.shape_of(ly.x)[0], w.shape[1]])
         ins: dict[str, list[str]]
         if conv:
             ins = {"Input": [xq], "Filter": [wq_name]}
             attrs = {a: op.attr(a) for a in _CONV_ATTR_NAMES}
             kind, out_slot = "quantized_conv2d", "Output"
         else:
-            xrank = len(self.graph.var(ly.x).shape)
+            xrank = len(self.shape_of(ly.x))
             if xrank != 2:
                 flat = self.new_var(f"{xq}.flat", ly.x, self.adtype, [-1, w.shape[0]])
                 self.items.append(OpSpec("flatten2", {"X": [xq]}, {"Out": [flat]}, {"axis": 1}))
@@ -557,7 +566,7 @@ class _Quantizer:
         window sum, then a requantize by ``s_in / (d * s_out)`` to its own calibrated
         scale (docs/fixed_point.md)."""
         out = op.output("Out")[0]
-        xs = self.graph.var(op.input("X")[0]).shape
+        xs = self.shape_of(op.input("X")[0])
         d = int(xs[2]) * int(xs[3]) if op.attr("global_pooling") else \
             int(np.prod(op.attr("ksize")))
         attrs = {a: op.attr(a) for a in _POOL_ATTR_NAMES}
@@ -634,8 +643,7 @@ class _Quantizer:
         mini = Program()
         mb = mini.global_block()
         x, out = op.input("X")[0], op.output("Out")[0]
-        xv = self.graph.var(x)
-        dims = [1 if d < 0 else int(d) for d in xv.shape[1:]]
+        dims = [1 if d < 0 else int(d) for d in self.shape_of(x)[1:]]
         mb.create_var(name=x, shape=[256, *dims], dtype=VarType.FP32)
         mb.create_var(name=out, shape=[256, *dims], dtype=VarType.FP32)
         attrs = {k: v for k, v in op.all_attrs().items() if not k.startswith("op_")}

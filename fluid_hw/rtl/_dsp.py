@@ -82,5 +82,5 @@ def dsp_product(m: Module, a: Value, b: Value, name: str) -> Signal:
         ports[f"i_B{i}"] = b18[i]
     for i in range(36):
         ports[f"o_P{i}"] = p[i]
-    m.submodules[name] = Instance("MULT18X18D", **_PARAMS, **ports)  # type: ignore[arg-type]
+    m.submodules[name] = Instance("MULT18X18D", **_PARAMS, **ports)
     return p

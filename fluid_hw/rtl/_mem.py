@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from amaranth import Module
 from amaranth.lib import wiring
@@ -27,7 +28,7 @@ def ParamWriteSignature(n_mems: int, addr_width: int, data_width: int) -> wiring
 
 
 def param_memory(m: Module, name: str, *, depth: int, width: int,
-                 init: Sequence[int] | None, write: object | None = None,
+                 init: Sequence[int] | None, write: Any = None,
                  write_index: int = 0) -> ReadPort:
     """Add a memory to ``m`` and return a synchronous read port (data one cycle after
     the address, as a block RAM does).

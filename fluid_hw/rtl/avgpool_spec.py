@@ -68,7 +68,7 @@ class AvgPoolSpec(_WindowMixin, _FollowLanes, _ModeMixin):
 
     @classmethod
     def from_structure(cls, st: dict[str, Any]) -> AvgPoolSpec:
-        return cls(st["name"], tuple(st["in_shape"]), kernel=tuple(st["kernel"]),  # type: ignore
+        return cls(st["name"], tuple(st["in_shape"]), kernel=tuple(st["kernel"]),
                    stride=tuple(st["stride"]), padding=tuple(st["padding"]),
                    relu=bool(st.get("relu")), lanes=structure_lanes(st),
                    weights_mode=st.get("mode", "const"))

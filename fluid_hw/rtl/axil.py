@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -109,7 +109,7 @@ class AXILiteRegisters(Component):
             members[f"re_{n}"] = Out(1)
         super().__init__(members)
 
-    def _word(self, addr: object) -> object:
+    def _word(self, addr: Value) -> Value:
         return addr[2:self.addr_width]
 
     def elaborate(self, platform: object) -> Module:

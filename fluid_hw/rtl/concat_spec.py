@@ -113,12 +113,12 @@ class ConcatSpec(_FollowLanes, _ModeMixin):
         return (sum(s[0] for s in self.shapes), *self.shapes[0][1:])
 
     @property
-    def in_len(self) -> int:  # type: ignore[override]
+    def in_len(self) -> int:
         """Elements taken per inference, from all the inputs."""
         return sum(self.port_len(p) for p in range(len(self.shapes)))
 
     @property
-    def out_len(self) -> int:  # type: ignore[override]
+    def out_len(self) -> int:
         return self.in_len
 
     @property

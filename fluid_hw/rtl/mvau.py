@@ -26,7 +26,7 @@ start.
 from __future__ import annotations
 
 import numpy as np
-from amaranth import Cat, Module, Mux, Signal, signed
+from amaranth import Cat, Module, Mux, Signal, Value, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -192,7 +192,7 @@ class MVAU(Component):
         m.d.sync += full.eq((full | set_full) & ~clr_full)
 
         # control pipeline: valid / first / last / neuron fold, aligned with the data
-        def delay(sig: object, n: int, tag: str) -> list[Signal]:
+        def delay(sig: Value, n: int, tag: str) -> list[Value]:
             chain = [sig]
             for i in range(n):
                 r = Signal(len(chain[-1]), name=f"{tag}_d{i + 1}")

@@ -23,6 +23,7 @@ import numpy as np
 from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
+from numpy.typing import ArrayLike
 
 from ._dsp import dsp_product
 from ._ff import check_ff_style, copy_register
@@ -39,8 +40,8 @@ REQUANT_LATENCY = 11
 BIAS_ONLY_LATENCY = 3
 
 
-def requantize_model(acc: np.ndarray, bias: np.ndarray | None, multiplier: np.ndarray | None,
-                     shift: np.ndarray | None, relu: bool) -> np.ndarray:
+def requantize_model(acc: ArrayLike, bias: ArrayLike | None, multiplier: ArrayLike | None,
+                     shift: ArrayLike | None, relu: bool) -> np.ndarray:
     """Behavioural model.  ``acc`` is int [..., C] (last axis = channel).  Returns int8
     or, without a multiplier, the int32 ``acc + bias``."""
     s = np.asarray(acc, dtype=np.int64)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from amaranth import Cat, Const, Module, Mux, Signal, signed
+from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -179,7 +179,7 @@ class SlidingWindow(Component):
         rp = lines.read_port(domain="sync")
         m.submodules.queue = q = CreditQueue(8 * self.lanes, self.queue_depth)
 
-        def addr(slot: object, x: object, c: object) -> object:
+        def addr(slot: Value, x: Value, c: Value) -> Value:
             used = [v[:b] for v, b in ((c, cb), (x, xb), (slot, sb)) if b]
             return Cat(*used) if used else Const(0, 1)
 

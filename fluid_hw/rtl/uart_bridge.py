@@ -266,6 +266,7 @@ def _beat_signature(nbytes: int) -> stream.Signature:
 def _region_beats(in_bytes: int | None, out_bytes: int | None,
                   regions: Sequence[tuple[int, int]] | None) -> tuple[tuple[int, int], ...]:
     """The (in_bytes, out_bytes) of each region, checked."""
+    beats: tuple[tuple[int, int], ...]
     if regions is None:
         if in_bytes is None or out_bytes is None:
             raise HardwareConfigError("UartBridge: give in_bytes= and out_bytes=, or regions=")

@@ -53,11 +53,11 @@ class UpsampleSpec(_FollowLanes):
         return (c, h * self.factor[0], w * self.factor[1])
 
     @property
-    def in_len(self) -> int:  # type: ignore[override]
+    def in_len(self) -> int:
         return int(np.prod(self.in_shape))
 
     @property
-    def out_len(self) -> int:  # type: ignore[override]
+    def out_len(self) -> int:
         return int(np.prod(self.out_shape))
 
     def structure(self) -> dict[str, Any]:
@@ -66,7 +66,7 @@ class UpsampleSpec(_FollowLanes):
 
     @classmethod
     def from_structure(cls, st: dict[str, Any]) -> UpsampleSpec:
-        return cls(st["name"], tuple(st["in_shape"]), tuple(st["factor"]),  # type: ignore
+        return cls(st["name"], tuple(st["in_shape"]), tuple(st["factor"]),
                    lanes=structure_lanes(st))
 
     def component(self, lanes: tuple[int, int], ff_style: str) -> Any:

@@ -206,7 +206,7 @@ class AxiLiteMaster:
 
 
 async def _start(dut: Any) -> Cycles:
-    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+    Clock(dut.clk, 10, unit="ns").start()  # cocotb 2: starts its own task
     dut.s_axis_tvalid.value = 0
     dut.m_axis_tready.value = 0
     dut.rst.value = 1

@@ -147,7 +147,7 @@ class Authenticator:
     def _mac(self, buf: np.ndarray, src: int, dst: int, tag: int) -> bytes:
         h = hmac.new(self.key, self.job, hashlib.sha256)
         h.update(_HOP.pack(src, dst, tag))
-        h.update(memoryview(buf)[:buf.nbytes - TAG_BYTES])
+        h.update(buf.data[:buf.nbytes - TAG_BYTES])
         return h.digest()
 
     def seal(self, buf: np.ndarray, dest: int, tag: int) -> np.ndarray:
@@ -157,7 +157,7 @@ class Authenticator:
             raise ClusterError(f"rank {self.rank}: can only send buffers made by wire.encode")
         seq = self.sent.get((dest, tag), 0) + 1
         self.sent[(dest, tag)] = seq
-        SEQ.pack_into(buf, SEQ_OFFSET, seq)
+        SEQ.pack_into(buf.data, SEQ_OFFSET, seq)
         buf[buf.nbytes - TAG_BYTES:] = np.frombuffer(self._mac(buf, self.rank, dest, tag),
                                                      np.uint8)
         return buf
@@ -172,7 +172,7 @@ class Authenticator:
         if not hmac.compare_digest(want, got):
             return self._drop(src, tag, "bad or missing authentication tag (forged, altered, "
                               "or sent with another key or for another job)")
-        seq = SEQ.unpack_from(buf, SEQ_OFFSET)[0]
+        seq = SEQ.unpack_from(buf.data, SEQ_OFFSET)[0]
         last = self.seen.get((src, tag), 0)
         if seq <= last:
             return self._drop(src, tag, f"replayed (sequence number {seq}, already at {last})")

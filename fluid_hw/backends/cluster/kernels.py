@@ -164,7 +164,7 @@ def checkpoint_save(ctx: KernelContext) -> None:
     arrays = {}
     for i, n in enumerate(ctx.in_names["X"]):
         v = ctx.input_value("X", i)
-        arrays[n] = v.data if isinstance(v, LoDTensor) else np.asarray(v)
+        arrays[n] = np.asarray(v.data if isinstance(v, LoDTensor) else v)
     checkpoint.save(ctx.attrs["checkpoint_dir"], step, arrays, [step] * comm.size,
                     ctx.attrs["keep"])
     log.info("trainer 0: checkpoint at step %d", step)

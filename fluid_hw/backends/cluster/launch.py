@@ -348,7 +348,12 @@ def launch(spec: LaunchSpec, write: Callable[[str], None] | None = None) -> int:
     """Run the job (and restart it from its checkpoint up to ``max_restarts`` times)."""
     spec.check()
     spec.check_key()
-    out = write or (lambda s: (sys.stdout.write(s), sys.stdout.flush()))
+
+    def _stdout(s: str) -> None:
+        sys.stdout.write(s)
+        sys.stdout.flush()
+
+    out = write or _stdout
     old = None
     if threading.current_thread() is threading.main_thread():
         def _term(signum: int, frame: object) -> None:
@@ -388,7 +393,7 @@ def _describe_checkpoints(spec: LaunchSpec) -> str:
         "none held by every server: starting at step 0"
 
 
-def print_commands(spec: LaunchSpec, write: Callable[[str], None]) -> None:
+def print_commands(spec: LaunchSpec, write: Callable[[str], object]) -> None:
     """The commands for a real cluster (nothing is run)."""
     env = job_env(spec, spec.resume, "")
     env.pop("FLUID_HW_JOB_ID")

@@ -111,7 +111,7 @@ class ParameterServer:
         if v is None:
             raise ClusterError(f"server {self.endpoint!r}: {name!r} has no value; run the "
                                "server's start-up program (get_startup_program) first")
-        return v.data if isinstance(v, LoDTensor) else np.asarray(v)
+        return np.asarray(v.data if isinstance(v, LoDTensor) else v)
 
     def _store_grad(self, msg: Message, t: int) -> None:
         if msg.name not in self.blocks:

@@ -138,5 +138,5 @@ def start_step(scope: Scope | None = None) -> int:
     v: Any = (scope or global_scope()).find_value(STEP_VAR_NAME)
     if v is None:
         return 0
-    arr = v.data if isinstance(v, LoDTensor) else np.asarray(v)
+    arr = np.asarray(v.data if isinstance(v, LoDTensor) else v)
     return int(arr.reshape(-1)[0])

@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     role = ClusterRole.from_env()
     label = role.label if not role.is_local else f"rank {os.environ.get('PMI_RANK', '0')}"
+    assert sys.__stdout__ is not None and sys.__stderr__ is not None
     out: Any = PrefixedLines(sys.__stdout__, f"[{label}] ")
     err: Any = PrefixedLines(sys.__stderr__, f"[{label}] ")
     sys.stdout, sys.stderr = out, err

@@ -89,7 +89,8 @@ class HashName:
                 for b in blocks]
 
 
-SPLIT_METHODS = {"RoundRobin": RoundRobin, "HashName": HashName}
+SPLIT_METHODS: dict[str, type[RoundRobin | HashName]] = {"RoundRobin": RoundRobin,
+                                                         "HashName": HashName}
 
 
 def get_dispatcher(method: str, endpoints: Sequence[str]) -> RoundRobin | HashName:

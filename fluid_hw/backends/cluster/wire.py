@@ -115,7 +115,7 @@ def encode(kind: Kind, name: str = "", array: np.ndarray | None = None, trainer_
     head = _FIXED.size + 8 * len(dims) + len(nb)
     off = _pad8(head)
     buf = np.zeros(off + nbytes + TAG_BYTES, np.uint8)
-    _FIXED.pack_into(buf, 0, MAGIC, int(kind), code, len(dims), 0, int(trainer_id), int(step),
+    _FIXED.pack_into(buf.data, 0, MAGIC, int(kind), code, len(dims), 0, int(trainer_id), int(step),
                      nbytes, len(nb), 0, 0)
     if dims:
         buf[_FIXED.size:_FIXED.size + 8 * len(dims)] = np.asarray(dims, "<i8").view(np.uint8)
@@ -134,7 +134,7 @@ def decode(buf: np.ndarray, source: str = "a peer") -> Message:
         raise WireError(f"message from {source} is {buf.nbytes} bytes, shorter than the "
                         f"{_FIXED.size}-byte header and {TAG_BYTES}-byte tag; is it running "
                         "fluid-hw?")
-    magic, kind, code, ndim, _, tid, step, nbytes, nlen, _, _ = _FIXED.unpack_from(buf, 0)
+    magic, kind, code, ndim, _, tid, step, nbytes, nlen, _, _ = _FIXED.unpack_from(buf.data, 0)
     if magic != MAGIC:
         raise WireError(f"message from {source} starts with {magic!r}, not {MAGIC!r}: not a "
                         "fluid-hw message (or another fluid-hw version)")

@@ -32,6 +32,11 @@ def _levels_up(block: Any, name: str) -> int:
     return 0
 
 
+def _array(v: Any) -> Any:
+    """A scope value as a kernel reads it: a LoDTensor's array, anything else as is."""
+    return v.data if isinstance(v, LoDTensor) else v
+
+
 class KernelContext:
     """Prepared once per op; ``scope`` is rebound on every run.
 
@@ -87,22 +92,15 @@ class KernelContext:
         return self._lookup(self.in_names[slot][i])
 
     def input(self, slot: str, i: int = 0) -> np.ndarray:
-        v = self._lookup(self.in_names[slot][i])
-        return v.data if isinstance(v, LoDTensor) else v
+        return _array(self._lookup(self.in_names[slot][i]))
 
     def inputs(self, slot: str) -> list[np.ndarray]:
-        out = []
-        for n in self.in_names.get(slot, ()):
-            v = self._lookup(n)
-            out.append(v.data if isinstance(v, LoDTensor) else v)
-        return out
+        return [_array(self._lookup(n)) for n in self.in_names.get(slot, ())]
 
     def input_with_lod(self, slot: str, i: int = 0) -> tuple[np.ndarray, list[list[int]] | None]:
         """The array and its LoD (None when it has none), in one lookup."""
         v = self._lookup(self.in_names[slot][i])
-        if isinstance(v, LoDTensor):
-            return v.data, (v._lod or None)
-        return v, None
+        return _array(v), ((v._lod or None) if isinstance(v, LoDTensor) else None)
 
     def input_lod(self, slot: str, i: int = 0) -> list[list[int]]:
         v = self._lookup(self.in_names[slot][i])
@@ -115,7 +113,7 @@ class KernelContext:
     def has_output(self, slot: str) -> bool:
         """Whether the slot has a variable to write (``@EMPTY@`` means: not wanted)."""
         names = self.out_names.get(slot)
-        return bool(names) and any(n != EMPTY_VAR_NAME for n in names)
+        return bool(names and any(n != EMPTY_VAR_NAME for n in names))
 
     def output_dtype(self, slot: str, i: int = 0) -> np.dtype:
         dt = self._out_info[self.out_names[slot][i]][0]
@@ -234,7 +232,7 @@ def with_shared_lod(fn: Any, src: str, outs: tuple[str, ...]) -> Any:
             scope = ctx.owner_scope(n)
             o = scope.vars.get(n)
             if o is not None and not isinstance(o, (LoDTensor, list)) and \
-                    getattr(o, "ndim", 0) and o.shape[0] == rows:
+                    getattr(o, "ndim", 0) > 0 and o.shape[0] == rows:
                 scope.vars[n] = lod_tensor(o, v._lod)
 
     kernel.__name__ = getattr(fn, "__name__", "kernel")

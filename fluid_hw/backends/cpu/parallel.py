@@ -575,7 +575,7 @@ def _slice(v: Any, start: int, end: int, name: str) -> Any:
             offs = level[lo:hi + 1]
             new_lod.append([o - offs[0] for o in offs])
             lo, hi = offs[0], offs[-1]
-        return LoDTensor(v.data[lo:hi], new_lod)
+        return LoDTensor(np.asarray(v.data)[lo:hi], new_lod)
     a = np.asarray(_data(v))
     if a.ndim == 0:
         raise FeedError(f"data parallel: feed {name!r} is a scalar and cannot be split; "

@@ -267,7 +267,7 @@ class ChainGroup:
         for n in self.inputs:
             c0.scope = scope
             vals.append(c0._lookup(n))
-        arrays = [v.data if isinstance(v, LoDTensor) else v for v in vals]
+        arrays: list[Any] = [v.data if isinstance(v, LoDTensor) else v for v in vals]
         geo = None
         if all(getattr(a, "dtype", None) == np.float32 for a in arrays):
             geo = self.geometry({n: tuple(a.shape) for n, a in zip(self.inputs, arrays)})
@@ -278,11 +278,11 @@ class ChainGroup:
             return
         space, modes, extra = geo
         xp = self.runtime.xp
-        n = int(np.prod(space))
+        size = int(np.prod(space))
         outs = [xp.empty(space, dtype=np.float32) for _ in self.outputs]
         ins = [xp.ascontiguousarray(a) for a in arrays]
         try:
-            self.runtime.launch(self.spec(modes), n, [*ins, *outs, n, *extra])
+            self.runtime.launch(self.spec(modes), size, [*ins, *outs, size, *extra])
         except ExecutionError:
             raise
         except (Exception, MemoryError) as e:
@@ -304,7 +304,7 @@ class ChainGroup:
             lod = tmp_lod[src] if isinstance(src, int) else known.get(src)
             keep = m.fn in BINARY or m.fn == "scale"
             tmp_lod.append(lod if keep else None)
-        return {name: tmp_lod[k] for k, name in self.outputs if tmp_lod[k]}
+        return {name: lod for k, name in self.outputs if (lod := tmp_lod[k])}
 
 
 @dataclass

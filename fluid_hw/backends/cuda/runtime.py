@@ -92,7 +92,7 @@ class DeviceRuntime:
             yield
         finally:
             if not outer:
-                todo, self._pending = self._pending, None
+                todo, self._pending = self._pending or [], None
                 self.prepare(todo)
 
     def _ensure(self, kernel: KernelSource) -> None:

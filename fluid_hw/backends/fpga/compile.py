@@ -284,7 +284,7 @@ def _step_lower(st: CompileState) -> str:
     if seg is not None:
         st.segmentation = seg
         st.regions = compile_regions(st, seg)
-        where = "; ".join(f"{d['where']}: {', '.join(d['ops']) or '-'}"  # type: ignore
+        where = "; ".join(f"{d['where']}: {', '.join(d['ops']) or '-'}"
                           for d in seg.describe()["segments"])  # type: ignore[attr-defined]
         return f"{len(seg.regions)} accelerator regions, host segments between: {where}"
     BuildDir(st.out).remove("regions", "segments")
@@ -298,6 +298,7 @@ def _step_lower(st: CompileState) -> str:
                            budget=st.budget if st.budget is not None else st.target.budget,
                            ii_target=ii, weights=st.weights, feed_names=st.feeds,
                            fetch_names=st.fetches)
+    assert st.lowered is not None
     st.out.mkdir(parents=True, exist_ok=True)
     BuildDir(st.out).write_text("lowering", _dumps(st.lowered.describe()))
     e = st.lowered.estimate()

@@ -126,6 +126,8 @@ class _Checked:
 class FPGAExecutor(Executor):
     """Runs a compiled model through its accelerator (see the module docstring)."""
 
+    place: FPGAPlace
+
     def __init__(self, place: Any = None, seed: int | None = None) -> None:
         if not isinstance(place, FPGAPlace):
             raise ExecutionError(f"FPGAExecutor needs an FPGAPlace(build_dir), got {place!r}")
@@ -188,7 +190,7 @@ class FPGAExecutor(Executor):
         else:
             self._check_computes_the_build(program, fed, fetched)
             hit = _Checked(program, program._version, False,
-                           {n: FeedTarget.of(gb._find_var_recursive(n))
+                           {n: FeedTarget.of(gb._var_recursive(n))
                             for n in self.build.feeds})
         self._checked[key] = hit
         return hit

@@ -120,13 +120,13 @@ def write_region_host(st: Any, seg: Segmentation, regions: list[RegionBuild]) ->
     from .compile import write_host_programs
 
     write_host_programs(host, {f"seg{k}": prog for k, prog in enumerate(seg.host)}, st.scope)
-    doc = {"feeds": seg.feeds, "fetches": seg.fetches,
-           "regions": [{"index": rb.index, "dir": f"regions/{rb.index}",
-                        "hw_input": r.hw_input, "hw_output": r.hw_output,
-                        "design_hash": rb.state.top.design_hash}
-                       for rb, r in zip(regions, seg.regions)],
-           "host": [f"host/seg{k}.pb" for k in range(len(seg.host))],
-           "segments": seg.describe()["segments"]}
+    doc: dict[str, Any] = {"feeds": seg.feeds, "fetches": seg.fetches,
+                          "regions": [{"index": rb.index, "dir": f"regions/{rb.index}",
+                                       "hw_input": r.hw_input, "hw_output": r.hw_output,
+                                       "design_hash": rb.state.top.design_hash}
+                                      for rb, r in zip(regions, seg.regions)],
+                          "host": [f"host/seg{k}.pb" for k in range(len(seg.host))],
+                          "segments": seg.describe()["segments"]}
     bd = BuildDir(st.out)
     bd.write_json("segments", doc)
     # a single-region build's files, from an earlier compile into this folder

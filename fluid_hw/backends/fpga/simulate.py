@@ -254,11 +254,11 @@ def _step_measure(st: SimulateState) -> str:
         for spec in b.lowered.specs:
             macs = mac_count(spec)
             if macs:
-                util[spec.name] = macs / (spec.pe * spec.simd) / ii  # type: ignore
+                util[spec.name] = macs / (spec.pe * spec.simd) / ii  # type: ignore[attr-defined]
         if util:
             busiest = max(util, key=lambda k: util[k])
             total = sum(mac_count(s) for s in b.lowered.specs)
-            lanes = sum(s.pe * s.simd for s in b.lowered.specs if mac_count(s))  # type: ignore
+            lanes = sum(s.pe * s.simd for s in b.lowered.specs if mac_count(s))  # type: ignore[attr-defined]
             util = {"stages": util, "busiest": busiest, "busiest_utilisation": util[busiest],
                     "overall": total / lanes / ii}
     st.keys["mac_utilisation"] = util

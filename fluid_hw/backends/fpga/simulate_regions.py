@@ -68,13 +68,13 @@ def simulate_regions(build_dir: str | os.PathLike[str],
     log("simulate", f"golden model: {n} inputs, {len(regions)} regions")
     per: list[dict[str, Any]] = []
     for r in regions:
-        keys = simulate(d / r["dir"], {r["hw_input"]: golden[r["hw_input"]]},
-                        ready_prob=ready_prob, valid_prob=valid_prob, **region_options)
-        per.append({"index": r["index"], "dir": r["dir"], "bit_exact": keys.get("bit_exact"),
-                    "mismatches": keys.get("mismatches"), "measured": keys.get("measured"),
-                    "first_mismatch": keys.get("first_mismatch")})
+        res = simulate(d / r["dir"], {r["hw_input"]: golden[r["hw_input"]]},
+                       ready_prob=ready_prob, valid_prob=valid_prob, **region_options)
+        per.append({"index": r["index"], "dir": r["dir"], "bit_exact": res.get("bit_exact"),
+                    "mismatches": res.get("mismatches"), "measured": res.get("measured"),
+                    "first_mismatch": res.get("first_mismatch")})
         log("simulate", f"region {r['index']}: "
-            + ("bit-exact" if keys.get("bit_exact") else f"{keys.get('mismatches')} mismatches"))
+            + ("bit-exact" if res.get("bit_exact") else f"{res.get('mismatches')} mismatches"))
     acc = RegionedAccelerator.open(d, "sim", ready_prob=ready_prob, valid_prob=valid_prob)
     try:
         outs = [np.asarray(o) for o in acc.run(x)]

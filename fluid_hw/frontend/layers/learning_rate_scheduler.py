@@ -129,11 +129,11 @@ def piecewise_decay(boundaries: Sequence[float], values: Sequence[float]) -> Var
 
 def cosine_decay(learning_rate: float, step_each_epoch: int, epochs: int) -> Variable:
     """``learning_rate * 0.5 * (cos(floor(step / step_each_epoch) * pi / epochs) + 1)``."""
-    step_each_epoch = _positive("step_each_epoch", step_each_epoch, "cosine_decay")
-    epochs = _positive("epochs", epochs, "cosine_decay")
+    per_epoch = _positive("step_each_epoch", step_each_epoch, "cosine_decay")
+    n_epochs = _positive("epochs", epochs, "cosine_decay")
     ops = _ops()
-    epoch = _div_steps(ops, _decay_step(ops), step_each_epoch, True)
-    cos = ops.unary("cos", ops.scale(epoch, math.pi / epochs))
+    epoch = _div_steps(ops, _decay_step(ops), per_epoch, True)
+    cos = ops.unary("cos", ops.scale(epoch, math.pi / n_epochs))
     return ops.scale(cos, 0.5 * float(learning_rate), 0.5 * float(learning_rate))
 
 
@@ -153,12 +153,12 @@ def linear_lr_warmup(learning_rate: float | Variable, warmup_steps: int, start_l
                      end_lr: float) -> Variable:
     """``start_lr + (end_lr - start_lr) * step / warmup_steps`` while
     ``step < warmup_steps``, then ``learning_rate`` (a number or a schedule)."""
-    warmup_steps = _positive("warmup_steps", warmup_steps, "linear_lr_warmup")
+    n_warmup = _positive("warmup_steps", warmup_steps, "linear_lr_warmup")
     ops = _ops()
     step = _decay_step(ops)
-    warm = ops.scale(ops.binary("div", step, ops.const(warmup_steps)),
+    warm = ops.scale(ops.binary("div", step, ops.const(n_warmup)),
                      float(end_lr) - float(start_lr), float(start_lr))
     base = learning_rate if isinstance(learning_rate, Variable) else ops.const(learning_rate)
-    m = ops.cast(ops.binary("less_than", step, ops.const(warmup_steps)), "float32")
+    m = ops.cast(ops.binary("less_than", step, ops.const(n_warmup)), "float32")
     not_m = ops.scale(m, -1.0, 1.0)
     return ops.sum([ops.binary("mul", warm, m), ops.binary("mul", base, not_m)])

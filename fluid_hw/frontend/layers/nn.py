@@ -68,7 +68,7 @@ def fc(input: Variable | Sequence[Variable], size: int, num_flatten_dims: int = 
 
 def _pair(value: int | Sequence[int], what: str, layer: str) -> list[int]:
     """Fluid's ``convert_to_list(value, 2, what)``: an int or two ints."""
-    vals = [value, value] if isinstance(value, Integral) else list(value)
+    vals = [value, value] if isinstance(value, (int, Integral)) else list(value)
     if len(vals) != 2 or not all(isinstance(v, Integral) for v in vals):
         raise ShapeError(f"layer {layer}: {what} must be an int or two ints, got {value!r}")
     return [int(v) for v in vals]
@@ -82,7 +82,7 @@ def _padding(padding: int | str | Sequence[int], layer: str) -> tuple[list[int],
             raise ShapeError(f"layer {layer}: padding {padding!r} must be 'SAME', 'VALID' "
                              "or numbers")
         return [0, 0], algo
-    vals = [padding, padding] if isinstance(padding, Integral) else list(padding)
+    vals = [padding, padding] if isinstance(padding, (int, Integral)) else list(padding)
     if len(vals) not in (2, 4) or not all(isinstance(v, Integral) for v in vals):
         raise ShapeError(f"layer {layer}: padding must be an int, [pad_h, pad_w] or "
                          f"[top, bottom, left, right], got {padding!r}")

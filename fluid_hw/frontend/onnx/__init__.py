@@ -11,6 +11,7 @@ these functions is called, so the core install does not need it.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...errors import FluidError
@@ -53,8 +54,8 @@ def load(model: str | os.PathLike[str] | bytes | onnx.ModelProto,
 
 
 def export(program: Program, path: str | os.PathLike[str] | None = None, *,
-           feed_names: list[str] | None = None,
-           fetch_names: list[str | Variable] | None = None,
+           feed_names: Sequence[str] | None = None,
+           fetch_names: Sequence[str | Variable] | None = None,
            scope: Scope | None = None, opset: int | None = None) -> onnx.ModelProto:
     """Write an inference program as an ONNX model (returned; saved to ``path`` if given).
 

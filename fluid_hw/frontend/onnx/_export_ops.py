@@ -23,7 +23,7 @@ from ...ir.ops.common import aligned_shape
 from ...ir.ops.nn import window_geometry
 from ...ir.ops.tensor import split_sizes, unsqueeze_shape
 from ._context import ExportCtx
-from ._dtypes import onnx_type_of
+from ._dtypes import NP_TO_ONNX, onnx_type_of
 from ._pairs import PAIRS, Pair
 
 if TYPE_CHECKING:
@@ -361,7 +361,8 @@ def _reduce(onnx_op: str, since_input: int) -> ExportFn:
             et in _WIDENS and ctx.allows(onnx_op, _INT32)
         if wide:
             x = ctx.node("Cast", [x], to=_INT32)
-        ins, attrs = [x], {"keepdims": int(keep)}
+        ins = [x]
+        attrs: dict[str, Any] = {"keepdims": int(keep)}
         if axes:
             if ctx.opset >= since_input:
                 ins.append(ctx.ints(axes, f"{out}.axes"))
@@ -378,7 +379,7 @@ def _reduce(onnx_op: str, since_input: int) -> ExportFn:
     return fn
 
 
-_INT32 = onnx_type_of(np.dtype(np.int32))
+_INT32 = NP_TO_ONNX[np.dtype(np.int32)]
 #: element types a reduction may widen to int32 when ONNX does not take them
 _WIDENS = {onnx_type_of(np.dtype(t)) for t in (np.bool_, np.int8, np.int16, np.uint8)}
 

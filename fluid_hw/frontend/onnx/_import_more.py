@@ -61,7 +61,7 @@ def _expand(ctx: NodeCtx) -> None:
     lead = len(target) - len(dims)
     if lead > 0:
         x = ctx.emit("unsqueeze2", {"X": x}, {"axes": list(range(lead))})
-        dims = [1] * lead + dims
+        dims = [*[1] * lead, *dims]
     full = [1] * max(-lead, 0) + list(target)
     times = []
     for k, (d, t) in enumerate(zip(dims, full)):
@@ -281,9 +281,9 @@ def _resize_sizes(ctx: NodeCtx, xs: list[int]) -> tuple[list[float], list[int],
     if (sc is None) == (sz is None):
         ctx.fail("exactly one of scales and sizes must be given")
     n = len(axes)
-    for what, v in (("scales", sc), ("sizes", sz)):
-        if v is not None and len(v) != n:
-            ctx.fail(f"{what} {v} needs {n} values (one per axis {axes})")
+    for what, vals in (("scales", sc), ("sizes", sz)):
+        if vals is not None and len(vals) != n:
+            ctx.fail(f"{what} {vals} needs {n} values (one per axis {axes})")
     resized = axes if sc is None else [a for i, a in enumerate(axes) if sc[i] != 1.0]
     if any(xs[a] < 0 for a in resized):
         ctx.fail(f"X of shape {xs}: the resized dims must be known at import time")
@@ -400,7 +400,8 @@ def _resize(ctx: NodeCtx) -> None:
     if not maps:
         ctx.alias(0, x)
         return
-    picks = {a: _nearest_pattern(mat) for a, (mat, b) in maps.items() if not b.any()}
+    picks = {a: p for a, (mat, b) in maps.items()
+             if not b.any() and (p := _nearest_pattern(mat)) is not None}
     # a nearest resize of H and W that fluid's nearest_interp computes: one op the FPGA
     # lowering takes (integer factors: its upsample stage)
     if len(xs) == 4 and set(maps) <= {2, 3} and all(picks.get(a) is not None for a in maps):
@@ -486,7 +487,7 @@ def _einsum(ctx: NodeCtx) -> None:
     vb, hb = reduce_only(1, a + rhs)
     m = "".join(c for c in ha if c not in b)
     n = "".join(c for c in hb if c not in a)
-    shapes = {}
+    shapes: dict[str, int] = {}
     for h, i in ((ha, 0), (hb, 1)):
         full = ctx.shape(i)
         t = terms[i]

@@ -130,9 +130,9 @@ def _binary(fluid: str) -> Converter:
         if ctx.dtype(0) != ctx.dtype(1):
             ctx.fail(f"operands have different types {ctx.dtype(0)} and {ctx.dtype(1)}")
         for i, other in ((1, 0), (0, 1)) if fluid in _COMMUTATIVE else ((1, 0),):
-            c = _channel_const(ctx, i, other)
-            if c is not None:  # Fluid's per-channel form: a [C] operand along axis 1
-                y = ctx.param(c, "channel", i)
+            arr = _channel_const(ctx, i, other)
+            if arr is not None:  # Fluid's per-channel form: a [C] operand along axis 1
+                y = ctx.param(arr, "channel", i)
                 ctx.emit(fluid, {"X": ctx.var(other), "Y": y}, {"axis": 1}, out=0)
                 return
         ctx.emit(fluid, {"X": ctx.var(0), "Y": ctx.var(1)}, {"axis": -1}, out=0)

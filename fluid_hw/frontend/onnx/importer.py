@@ -160,7 +160,7 @@ def function_body(node: onnx.NodeProto, opset: int,
     except Exception:  # not an ONNX op
         return None
     try:
-        if schema.has_function:
+        if schema.has_function:  # type: ignore[attr-defined]  # missing from onnx's stubs
             f = schema.get_function_with_opset_version(opset) if hasattr(
                 schema, "get_function_with_opset_version") else None
             f = f or schema.function_body
@@ -169,9 +169,11 @@ def function_body(node: onnx.NodeProto, opset: int,
                 fp.ParseFromString(f)
                 f = fp
             return f if f.node else None
-        if schema.has_context_dependent_function and all(t is not None for t in input_types):
-            body = schema.get_context_dependent_function(
-                node.SerializeToString(), [t.SerializeToString() for t in input_types])
+        known = [t for t in input_types if t is not None]
+        has_cdf = schema.has_context_dependent_function  # type: ignore[attr-defined]
+        if has_cdf and len(known) == len(input_types):
+            body = schema.get_context_dependent_function(  # type: ignore[attr-defined]
+                node.SerializeToString(), [t.SerializeToString() for t in known])
             fp = onnx.FunctionProto()
             fp.ParseFromString(body)
             return fp if fp.node else None
@@ -473,7 +475,8 @@ class Importer:
             if node.op_type == "Size":
                 if any(isinstance(d, str) for d in dims):
                     return False
-                outs = [Const(np.array(np.prod(dims, dtype=np.int64)), node.output[0])]
+                outs = [Const(np.array(np.prod([int(d) for d in dims], dtype=np.int64)),
+                              node.output[0])]
             else:
                 start, end = attrs.get("start", 0), attrs.get("end")
                 outs = [simplify(Sym(tuple(dims[start:end])))]

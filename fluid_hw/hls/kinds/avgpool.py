@@ -67,12 +67,12 @@ def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode
                ) -> AvgPoolSpec:
     m, n = 1, 0
     if values is not None:
-        m = _scalar(values, st.params["multiplier"], st.name, "multiplier")  # type: ignore
-        n = _scalar(values, st.params["shift"], st.name, "shift")  # type: ignore
+        m = _scalar(values, st.params["multiplier"], st.name, "multiplier")  # type: ignore[arg-type]
+        n = _scalar(values, st.params["shift"], st.name, "shift")  # type: ignore[arg-type]
     else:  # a trial spec costing a matrix stage's tail: const, as always
         mode = "const"
     g = st.geometry
-    return AvgPoolSpec(st.name, st.in_shape, kernel=tuple(g["kernel"]),  # type: ignore
+    return AvgPoolSpec(st.name, st.in_shape, kernel=tuple(g["kernel"]),  # type: ignore[arg-type]
                        stride=tuple(g["stride"]), padding=tuple(g["padding"]),
                        multiplier=m, shift=n, relu=st.relu, weights_mode=mode)
 

@@ -54,7 +54,7 @@ def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode
     arrays, mode = matrix_arrays(st, values, mode)
     return ConvStage(st.name, st.in_shape, st.geometry["filter"][0],  # type: ignore[arg-type]
                      pe=pe, simd=simd, relu=st.relu, weights_mode=mode,
-                     requantize=st.requantize, **window_args(st), **arrays)  # type: ignore
+                     requantize=st.requantize, **window_args(st), **arrays)
 
 
 def _cycles(s: Any, lanes: tuple[int, int]) -> int:

@@ -51,7 +51,7 @@ def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredSt
 def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode: str
                ) -> MaxPoolStage:
     g = st.geometry
-    return MaxPoolStage(st.name, st.in_shape, kernel=tuple(g["kernel"]),  # type: ignore
+    return MaxPoolStage(st.name, st.in_shape, kernel=tuple(g["kernel"]),  # type: ignore[arg-type]
                         stride=tuple(g["stride"]), padding=tuple(g["padding"]))
 
 

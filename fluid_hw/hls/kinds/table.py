@@ -84,7 +84,7 @@ def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode
                ) -> TableSpec:
     if values is None:  # a trial spec costing a matrix stage's tail: const, as always
         return TableSpec(st.name, st.in_shape)
-    table = hardware_table(param_value(values, st.params["table"]), st.relu)  # type: ignore
+    table = hardware_table(param_value(values, st.params["table"]), st.relu)  # type: ignore[arg-type]
     return TableSpec(st.name, st.in_shape, table, weights_mode=mode)
 
 

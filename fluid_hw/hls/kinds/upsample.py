@@ -92,7 +92,7 @@ def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredSt
 
 def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode: str
                ) -> UpsampleSpec:
-    return UpsampleSpec(st.name, st.in_shape, tuple(st.geometry["factor"]))  # type: ignore
+    return UpsampleSpec(st.name, st.in_shape, tuple(st.geometry["factor"]))  # type: ignore[arg-type]
 
 
 def _seq(ready: np.ndarray, after: float) -> np.ndarray:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from ..context import KernelContext
-from . import register_kernel
+from . import Kernel, register_kernel
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -26,7 +29,7 @@ _UNARY = {
 }
 
 
-def _make(fn):  # type: ignore[no-untyped-def]
+def _make(fn: Callable[..., Any]) -> Kernel:
     def kernel(ctx: KernelContext) -> None:
         ctx.set_output("Out", fn(ctx.input("X"), ctx.attrs))
 
@@ -89,7 +92,7 @@ _GRAD_FROM_X = {
 }
 
 
-def _make_grad(fn, slot: str):  # type: ignore[no-untyped-def]
+def _make_grad(fn: Callable[..., Any], slot: str) -> Kernel:
     def kernel(ctx: KernelContext) -> None:
         if ctx.has_output("X@GRAD"):
             g = fn(ctx.input(slot), ctx.input("Out@GRAD"), ctx.attrs)
@@ -98,7 +101,7 @@ def _make_grad(fn, slot: str):  # type: ignore[no-untyped-def]
     return kernel
 
 
-for _t, _f in _GRAD_FROM_OUT.items():
-    register_kernel(_t)(_make_grad(_f, "Out"))
-for _t, _f in _GRAD_FROM_X.items():
-    register_kernel(_t)(_make_grad(_f, "X"))
+for _t, _g in _GRAD_FROM_OUT.items():
+    register_kernel(_t)(_make_grad(_g, "Out"))
+for _t, _g in _GRAD_FROM_X.items():
+    register_kernel(_t)(_make_grad(_g, "X"))

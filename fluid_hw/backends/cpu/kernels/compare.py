@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from ..context import KernelContext
-from . import register_kernel
+from . import Kernel, register_kernel
 from .elementwise import broadcast_pair
 
 _COMPARE = {
@@ -21,7 +24,7 @@ _COMPARE = {
 }
 
 
-def _make(fn):  # type: ignore[no-untyped-def]
+def _make(fn: Callable[..., Any]) -> Kernel:
     def kernel(ctx: KernelContext) -> None:
         x, lod = ctx.input_with_lod("X")
         x, y = broadcast_pair(x, ctx.input("Y"), ctx.attrs.get("axis", -1))

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from ....ir.ops.common import aligned_shape
 from ..context import KernelContext
-from . import register_kernel
+from . import Kernel, register_kernel
 from .backward_ops import unbroadcast
 
 
@@ -24,7 +27,7 @@ def _int_div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return (np.trunc(x / y)).astype(x.dtype) if x.dtype.kind in "iu" else x / y
 
 
-_FUNCS = {
+_FUNCS: dict[str, Callable[..., Any]] = {
     "elementwise_add": np.add,
     "elementwise_sub": np.subtract,
     "elementwise_mul": np.multiply,
@@ -35,7 +38,7 @@ _FUNCS = {
 }
 
 
-def _make(fn):  # type: ignore[no-untyped-def]
+def _make(fn: Callable[..., Any]) -> Kernel:
     def kernel(ctx: KernelContext) -> None:
         x, lod = ctx.input_with_lod("X")
         x, y = broadcast_pair(x, ctx.input("Y"), ctx.attrs["axis"])
@@ -70,7 +73,7 @@ def _operand_grads(name: str, x: np.ndarray, y: np.ndarray, out: np.ndarray | No
     raise AssertionError(name)
 
 
-def _make_grad(name: str):  # type: ignore[no-untyped-def]
+def _make_grad(name: str) -> Kernel:
     def kernel(ctx: KernelContext) -> None:
         x0, y0 = ctx.input("X"), ctx.input("Y")
         x, y = broadcast_pair(x0, y0, ctx.attrs["axis"])

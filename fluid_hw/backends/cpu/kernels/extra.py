@@ -51,7 +51,7 @@ def pad_array(x: np.ndarray, paddings: Sequence[int], mode: str, value: float) -
         return x.copy()
     if mode == "constant":
         return np.pad(x, widths, mode="constant", constant_values=_bound(x.dtype, value))
-    return np.pad(x, widths, mode=mode)
+    return np.pad(x, widths, mode=mode)  # type: ignore[call-overload]  # mode: a str, checked
 
 
 @register_kernel("pad")

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from ....ir.ops.math import matmul_shape, reduce_axes, reduce_shape
 from ..context import KernelContext
-from . import register_kernel
+from . import Kernel, register_kernel
 
 
 @register_kernel("mul")
@@ -95,7 +97,7 @@ _REDUCE = {
 }
 
 
-def _make_reduce(fn):  # type: ignore[no-untyped-def]
+def _make_reduce(fn: Callable[..., Any]) -> Kernel:
     def kernel(ctx: KernelContext) -> None:
         x, lod = ctx.input_with_lod("X")
         a = ctx.attrs

@@ -4,11 +4,13 @@ cumsum, and their gradients."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from ..context import KernelContext
-from . import register_kernel
+from . import Kernel, register_kernel
 
 _ERF = np.frompyfunc(math.erf, 1, 1)
 
@@ -51,14 +53,14 @@ _GRAD = {
 }
 
 
-def _make(fn):  # type: ignore[no-untyped-def]
+def _make(fn: Callable[..., Any]) -> Kernel:
     def kernel(ctx: KernelContext) -> None:
         ctx.set_output("Out", fn(ctx.input("X"), ctx.attrs))
 
     return kernel
 
 
-def _make_grad(fn):  # type: ignore[no-untyped-def]
+def _make_grad(fn: Callable[..., Any]) -> Kernel:
     def kernel(ctx: KernelContext) -> None:
         if ctx.has_output("X@GRAD"):
             d = ctx.input("Out@GRAD")
@@ -70,8 +72,8 @@ def _make_grad(fn):  # type: ignore[no-untyped-def]
 
 for _t, _f in _FWD.items():
     register_kernel(_t)(_make(_f))
-for _t, _f in _GRAD.items():
-    register_kernel(_t)(_make_grad(_f))
+for _t, _g in _GRAD.items():
+    register_kernel(_t)(_make_grad(_g))
 
 
 def sum_to(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

@@ -46,7 +46,7 @@ def dequantize(ctx: KernelContext) -> None:
         shape = [1] * x.ndim
         axis = ctx.attrs["axis"]
         shape[axis] = x.shape[axis]
-        scale = ctx.input("Scale").astype(np.float64).reshape(shape)
+        scale: np.ndarray | np.float64 = ctx.input("Scale").astype(np.float64).reshape(shape)
     else:
         scale = np.float64(ctx.attrs["scale"])
     ctx.set_output("Out", (x.astype(np.float64) * scale).astype(np.float32), lod=lod)
@@ -151,8 +151,8 @@ def quantized_pool2d(ctx: KernelContext) -> None:
         if is_sum:
             out = s
         else:
-            d = _avg_counts(a, x.shape[2:], ksize, strides, out_hw, pads, np.dtype(I64))
-            out = np.floor_divide(2 * s + d, 2 * d)  # round half up
+            counts = _avg_counts(a, x.shape[2:], ksize, strides, out_hw, pads, np.dtype(I64))
+            out = np.floor_divide(2 * s + counts, 2 * counts)  # round half up
     ctx.set_output("Out", out.astype(dtype))
 
 

@@ -24,7 +24,7 @@ from ....ir.ops.tensor import (
     unsqueeze_shape,
 )
 from ..context import KernelContext
-from . import register_kernel
+from . import Kernel, register_kernel
 
 
 def _set_xshape(ctx: KernelContext, x: np.ndarray) -> None:
@@ -101,7 +101,7 @@ def slice_(ctx: KernelContext) -> None:
     ctx.set_output("Out", out)
 
 
-def _reshaping(shape_fn: Callable[[tuple[int, ...], dict], list[int]]):  # type: ignore[no-untyped-def]
+def _reshaping(shape_fn: Callable[[tuple[int, ...], dict], list[int]]) -> Kernel:
     def kernel(ctx: KernelContext) -> None:
         x = ctx.input("X")
         ctx.set_output("Out", x.reshape(shape_fn(x.shape, ctx.attrs)))
