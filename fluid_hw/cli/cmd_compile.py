@@ -29,7 +29,7 @@ def _run(args: argparse.Namespace) -> int:
     last = args.stop_after or COMPILE_STEPS[-1].name
     print(f"compiled {args.model} -> {args.out} (through step {last})")
     if st.segmentation is not None:  # which ops run where
-        for d in st.segmentation.describe()["segments"]:  # type: ignore[attr-defined]
+        for d in st.segmentation.describe()["segments"]:
             print(f"  {d['where']:14s} {', '.join(d['ops']) or '-'}")
             for note in d.get("notes", []):
                 print(f"  {'':14s} ({note})")
@@ -40,7 +40,7 @@ def _run(args: argparse.Namespace) -> int:
                       f"estimated II {e.initiation_interval} cycles")
     if st.lowered is not None and last == COMPILE_STEPS[-1].name:
         e = st.lowered.estimate()
-        for note in st.lowered.partition.describe().get("notes", []):  # type: ignore[attr-defined]
+        for note in st.lowered.partition.describe().get("notes", []):
             print(f"  ({note})")
         for s, est in zip(st.lowered.stages, e.stages):
             fold = ", ".join(f"{k} {v}" for k, v in est.folding.items())

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import LoweringError
 from ..ir import dtypes
@@ -117,7 +118,7 @@ class Partition:
     def post_program(self) -> Program:
         return self.host_programs["post"]
 
-    def describe(self) -> dict[str, object]:
+    def describe(self) -> dict[str, Any]:
         ops = self.program.global_block().ops
         notes = host_notes(self.program, [ops[i] for i in self.pre + self.post])
         return {"feeds": self.feeds, "fetches": self.fetches,
@@ -278,7 +279,7 @@ class Segmentation:
                 sb._remove_op(i)
         return prune(sub, [r.hw_input], [r.hw_output])
 
-    def describe(self) -> dict[str, object]:
+    def describe(self) -> dict[str, Any]:
         """Which ops run where, in order."""
         ops = self.program.global_block().ops
         segs: list[dict[str, object]] = []

@@ -202,13 +202,13 @@ def inference_pipeline(*, memory_reuse: bool = False, fuse_elementwise: bool = T
     Needs ``PassContext(scope=..., executor=..., fetch_names=...)`` (or a program
     with fetch ops) when run.
     """
-    steps: list[str | Fixpoint] = []
+    steps: list[str | Pass | Fixpoint] = []
     for s in INFERENCE_STEPS:
         if isinstance(s, tuple):
             steps.append(fixpoint(*s))
         elif s in ("fc_fuse", "conv_elementwise_add_act_fuse") and \
                 fused_activations is not None:
-            steps.append(get_pass(s, activations=tuple(fused_activations)))  # type: ignore[arg-type]
+            steps.append(get_pass(s, activations=tuple(fused_activations)))
         elif s != "fuse_elewise_act" or fuse_elementwise:
             steps.append(s)
     if memory_reuse:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from math import gcd
 
+from typing import Any
+
 import numpy as np
 from amaranth import Module
 from amaranth.lib import stream, wiring
@@ -40,12 +42,12 @@ class ConvUnit(Component):
     requantisation keyword arguments of :class:`~.mvau.MVAU`."""
 
     def __init__(self, name: str, geom: WindowGeometry, out_channels: int, pe: int,
-                 simd: int, **mvau_kwargs: object) -> None:
+                 simd: int, **mvau_kwargs: Any) -> None:
         self.name, self.geom = name, geom
         self.lanes = gcd(geom.channels, simd)
         self.swg = SlidingWindow(name, geom, self.lanes, order="kkc", pad_value=0)
         self.mvau = MVAU(name, geom.window_size, out_channels, pe, simd,
-                         **mvau_kwargs)  # type: ignore[arg-type]
+                         **mvau_kwargs)
         self.conv = WidthConverter(8, self.lanes, simd)
         members: dict[str, object] = {
             "i": In(stream.Signature(8 * self.lanes)),

@@ -19,6 +19,8 @@ Parameter memory entry (54 bits, also the runtime load format): bits 31..0 bias
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
@@ -188,8 +190,8 @@ class Requantiser(Component):
     """Stream requantiser: ``i`` carries vectors of ``channels`` int32 values in beats of
     ``lanes`` (channel order), ``o`` the int8 results in the same beats."""
 
-    def __init__(self, name: str, lanes: int, channels: int, **kwargs: object) -> None:
-        self.pipe = RequantPipe(name, lanes, channels, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, name: str, lanes: int, channels: int, **kwargs: Any) -> None:
+        self.pipe = RequantPipe(name, lanes, channels, **kwargs)
         self.lanes, self.channels = lanes, channels
         super().__init__({"i": In(stream.Signature(32 * lanes)),
                           "o": Out(stream.Signature(self.pipe.out_bits * lanes))})

@@ -395,7 +395,7 @@ class UartBridge(Component):
         for k, (c, p) in enumerate(zip(cores, ports)):
             self._connect_one(m, c, p, f" of region {k}")
 
-    def _connect_one(self, m: Module, core: object, ports: RegionPorts, where: str) -> None:
+    def _connect_one(self, m: Module, core: Any, ports: RegionPorts, where: str) -> None:
         need = ("s_axil_awaddr", "s_axil_rdata", "s_axis_tdata", "s_axis_tlast",
                 "m_axis_tdata", "m_axis_tlast")
         missing = [p for p in need if not hasattr(core, p)]
@@ -411,7 +411,7 @@ class UartBridge(Component):
                     f"UartBridge.connect: the core{where}'s {port} is {got} bits but the "
                     f"bridge was made for {want} (in_bytes={ports.in_bytes}, "
                     f"out_bytes={ports.out_bytes})")
-        if len(core.s_axil_awaddr) > self.ADDR_WIDTH:  # type: ignore[attr-defined]
+        if len(core.s_axil_awaddr) > self.ADDR_WIDTH:
             raise HardwareConfigError(f"UartBridge.connect: the core{where}'s AXI4-Lite "
                                       f"address is wider than the protocol's "
                                       f"{self.ADDR_WIDTH} bits")
@@ -423,14 +423,14 @@ class UartBridge(Component):
                   "rvalid"):
             m.d.comb += getattr(bus, n).eq(getattr(core, f"s_axil_{n}"))
         m.d.comb += [
-            core.s_axis_tdata.eq(ports.s_axis.payload[:ib]),  # type: ignore[attr-defined]
-            core.s_axis_tlast.eq(ports.s_axis.payload[ib]),  # type: ignore[attr-defined]
-            core.s_axis_tvalid.eq(ports.s_axis.valid),  # type: ignore[attr-defined]
-            ports.s_axis.ready.eq(core.s_axis_tready),  # type: ignore[attr-defined]
-            ports.m_axis.payload.eq(Cat(core.m_axis_tdata[:ob],  # type: ignore[attr-defined]
-                                        core.m_axis_tlast)),  # type: ignore[attr-defined]
-            ports.m_axis.valid.eq(core.m_axis_tvalid),  # type: ignore[attr-defined]
-            core.m_axis_tready.eq(ports.m_axis.ready),  # type: ignore[attr-defined]
+            core.s_axis_tdata.eq(ports.s_axis.payload[:ib]),
+            core.s_axis_tlast.eq(ports.s_axis.payload[ib]),
+            core.s_axis_tvalid.eq(ports.s_axis.valid),
+            ports.s_axis.ready.eq(core.s_axis_tready),
+            ports.m_axis.payload.eq(Cat(core.m_axis_tdata[:ob],
+                                        core.m_axis_tlast)),
+            ports.m_axis.valid.eq(core.m_axis_tvalid),
+            core.m_axis_tready.eq(ports.m_axis.ready),
         ]
 
     # -- hardware -----------------------------------------------------------------------

@@ -40,6 +40,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from . import checkpoint
 from .auth import KEY_ENV, KEY_FILE_ENV, read_key_file
@@ -288,8 +289,8 @@ def clean_shm(before: set[str]) -> list[str]:
 
 # -- running ----------------------------------------------------------------------
 
-def _pump(stream: object, write: Callable[[str], None]) -> None:
-    for line in iter(stream.readline, ""):  # type: ignore[attr-defined]
+def _pump(stream: IO[str], write: Callable[[str], None]) -> None:
+    for line in iter(stream.readline, ""):
         write(line)
 
 

@@ -285,7 +285,7 @@ def _step_lower(st: CompileState) -> str:
         st.segmentation = seg
         st.regions = compile_regions(st, seg)
         where = "; ".join(f"{d['where']}: {', '.join(d['ops']) or '-'}"
-                          for d in seg.describe()["segments"])  # type: ignore[attr-defined]
+                          for d in seg.describe()["segments"])
         return f"{len(seg.regions)} accelerator regions, host segments between: {where}"
     BuildDir(st.out).remove("regions", "segments")
     if _auto(st):
