@@ -9,7 +9,6 @@ rearranged to ``[M, (ky * kw + kx) * C + c]``, matching the window order ``"kkc"
 from __future__ import annotations
 
 from math import gcd
-
 from typing import Any
 
 import numpy as np
