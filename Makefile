@@ -17,10 +17,13 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check fluid_hw tests benchmarks examples
+	$(BIN)/mypy
 	$(BIN)/pytest -q -n 2 tests
 
+# ruff, then mypy over fluid_hw ([tool.mypy] in pyproject.toml)
 lint: $(STAMP)
 	$(BIN)/ruff check fluid_hw tests benchmarks examples
+	$(BIN)/mypy
 
 # Regenerate the protobuf module from fluid_hw/ir/framework.proto (committed).
 proto: $(STAMP)
