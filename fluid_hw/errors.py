@@ -38,6 +38,8 @@ fluid_hw.hls.partition import LoweringError`` keeps working).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 __all__ = [
     "unknown_name",
     "FluidError",
@@ -261,13 +263,13 @@ class OnnxWorkerError(FluidError):
         self.reason = reason
 
 
-def unknown_name(kind: str, name: str, known: object,
+def unknown_name(kind: str, name: str, known: Iterable[object],
                  cls: type[UnknownNameError] = UnknownNameError) -> UnknownNameError:
     """The error for a registry lookup that failed: names ``name``, suggests close
     matches and lists every known name.  ``kind`` reads like "op type" or "pass"."""
     import difflib
 
-    names = sorted(str(k) for k in known)  # type: ignore[attr-defined]
+    names = sorted(str(k) for k in known)
     close = difflib.get_close_matches(name, names, n=3)
     hint = f" Did you mean {', '.join(close)}?" if close else ""
     return cls(f"unknown {kind} {name!r}.{hint} Known: {', '.join(names) or 'none'}")

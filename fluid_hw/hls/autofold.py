@@ -274,11 +274,10 @@ def specs_from_design(stages: Sequence[Mapping[str, Any]]) -> list[StageSpec]:
     ``stages``), with placeholder arrays: for estimates and folding, not hardware."""
     out: list[StageSpec] = []
     for st in stages:
-        kind = KINDS.get(st.get("kind"))  # type: ignore[arg-type]
-        try:
-            if kind is None:
-                spec_from_structure(dict(st))  # the error names the known kinds
-            out.append(kind.spec.from_structure(dict(st)))  # type: ignore[union-attr]
+        kind = KINDS.get(str(st.get("kind")))
+        try:  # an unknown kind: spec_from_structure's error names the known ones
+            out.append(kind.spec.from_structure(dict(st)) if kind is not None
+                       else spec_from_structure(dict(st)))
         except (KeyError, TypeError, ValueError, IndexError) as e:
             raise AutoFoldError(f"stage {st.get('name')!r}: incomplete structure ({e!r}); "
                                 "recompile the build") from None

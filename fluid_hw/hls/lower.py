@@ -485,10 +485,11 @@ def build(found: Discovery, values: Values, *, folding: Mapping[str, tuple[int, 
     check_folding(units, given)
     fold = balance(units, budget, fixed=given, ii_target=ii_target)
     fold = {u.name: fold[u.name] for u in units}
+    specs: list[StageSpec] = []
     for s in stages:
         pe, simd = fold.get(s.name, (1, 1))
-        s.spec = _make_spec(s, values, pe, simd, weights)
-    specs: list[StageSpec] = [s.spec for s in stages]  # type: ignore[misc]
+        s.spec = spec = _make_spec(s, values, pe, simd, weights)
+        specs.append(spec)
     graph = StageGraph.of([s.inputs for s in stages])
     ii = estimate_pipeline(specs, graph=graph).initiation_interval
     fifo = fifo_depths(specs, ii, graph)

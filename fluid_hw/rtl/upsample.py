@@ -25,6 +25,8 @@ a read to the queue, the queue's own latency more to ``o.valid``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from amaranth import Module, Mux, Signal
 from amaranth.lib import stream, wiring
@@ -53,7 +55,7 @@ def upsample_model(x: np.ndarray, factor: tuple[int, int]) -> np.ndarray:
     return np.repeat(np.repeat(np.asarray(x), fy, axis=0), fx, axis=1)
 
 
-def _check(name: str, channels: int, width: int, factor: tuple[int, int], lanes: int) -> None:
+def _check(name: str, channels: int, width: int, factor: Sequence[int], lanes: int) -> None:
     for what, v in (("channels", channels), ("width", width), ("lanes", lanes),
                     ("vertical factor", factor[0]), ("horizontal factor", factor[1])):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
@@ -69,9 +71,9 @@ class Upsample(Component):
     of ``channels`` int8 channels, ``lanes`` channels a beat (see the module
     docstring)."""
 
-    def __init__(self, name: str, channels: int, width: int, factor: tuple[int, int],
+    def __init__(self, name: str, channels: int, width: int, factor: Sequence[int],
                  lanes: int) -> None:
-        factor = tuple(factor)  # type: ignore[assignment]
+        factor = tuple(factor)
         if len(factor) != 2:
             raise HardwareConfigError(f"upsample {name!r}: factor must be (fy, fx), got "
                                       f"{factor!r}")
