@@ -203,11 +203,13 @@ def append_gradient_clip_ops(params_grads: Sequence[tuple[Variable, Variable | N
                               f"GradientClipBy* object, got {clip!r}")
         key = clip._group_key()
         first, idx = groups.setdefault(key, (clip, []))
+        # one key, one class: a global-norm group's first clip is a global-norm one too
         if isinstance(clip, GradientClipByGlobalNorm) and \
-                clip.clip_norm != first.clip_norm:  # type: ignore[attr-defined]
+                isinstance(first, GradientClipByGlobalNorm) and \
+                clip.clip_norm != first.clip_norm:
             raise OpAttrError(f"parameter {p.name!r}: global-norm clip group "
                               f"{clip.group_name!r} has clip_norm {clip.clip_norm} here and "
-                              f"{first.clip_norm} elsewhere")  # type: ignore[attr-defined]
+                              f"{first.clip_norm} elsewhere")
         idx.append(i)
     out = list(params_grads)
     for clip, idx in groups.values():
