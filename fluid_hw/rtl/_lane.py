@@ -1,7 +1,9 @@
 """Pipeline pieces that several units' lanes share: a stage register, the int8 clamp,
 a rescaler's product (:func:`rescale_product`, the joins), the decoding of a shift
-loaded at run time (:func:`loaded_shift`, the joins' runtime rescalers) and a MAC
-lane's weight product (:func:`weight_product`, the per-channel units).
+loaded at run time (:func:`loaded_shift`, the joins' runtime rescalers), and a MAC
+lane's weight product (:func:`weight_product`), the lanes' check
+(:func:`check_channel_lanes`) and requantised end (:func:`requant_lanes`) of the
+per-channel units.
 
 Each helper names its signals from what the caller gives, so a unit built with them
 keeps the names (and the Verilog) it had when it wrote them out itself."""
@@ -9,14 +11,17 @@ keeps the names (and the Verilog) it had when it wrote them out itself."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from amaranth import Const, Module, Mux, Signal, Value, signed
+from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
+from amaranth.lib import wiring
 
 from ._dsp import dsp_product
-from ._ff import copy_register
+from ._ff import check_ff_style, copy_register
+from ._util import HardwareConfigError
 
 __all__ = ["stage_reg", "clamp_int8", "rescale_product", "loaded_shift", "weight_product",
-           "LOADED_ZERO_SHIFT"]
+           "check_channel_lanes", "requant_lanes", "LOADED_ZERO_SHIFT"]
 
 #: ``|x * m| < 2^22`` for an int8 ``x`` and a multiplier below ``2^15``: a loaded shift
 #: of this or more rounds every product (and a rounding term below it) to 0
@@ -85,3 +90,30 @@ def weight_product(m: Module, valid: Sequence[Value], w: Value, x: Value, lane: 
         with m.If(valid[3]):
             m.d.sync += p4.eq(p3)
     return p4
+
+
+def check_channel_lanes(what: str, pe: int, channels: int, ff_style: str) -> None:
+    """A per-channel unit's PE lanes, which must divide its channels, and its
+    ``ff_style``; the error names ``what``."""
+    if pe < 1 or channels % pe:
+        raise HardwareConfigError(f"{what}: PE={pe} must divide the {channels} channels")
+    check_ff_style(what, ff_style)
+
+
+def requant_lanes(m: Module, unit: Any, rq: Any, q: Any, valid: Value,
+                  accs: Sequence[Value], group: Value) -> None:
+    """A per-channel unit's end: its lanes' results ``accs`` (channel group ``group``,
+    valid with ``valid``) into its requantiser ``rq``, the requantiser into the output
+    queue ``q`` and the queue to ``unit.o``; with runtime weights ``unit.wr``'s memories
+    after the ``unit.pe`` weight memories go to the requantiser's ``wr``."""
+    m.d.comb += [
+        rq.i_valid.eq(valid),
+        rq.i_acc.eq(Cat(*accs)),
+        rq.i_idx.eq(group),
+        q.w_valid.eq(rq.o_valid),
+        q.w_data.eq(rq.o_data),
+    ]
+    if unit.runtime:
+        m.d.comb += [rq.wr.en.eq(unit.wr.en[unit.pe:]), rq.wr.addr.eq(unit.wr.addr),
+                     rq.wr.data.eq(unit.wr.data)]
+    wiring.connect(m, q.o, wiring.flipped(unit.o))

@@ -27,12 +27,11 @@ requantiser's ``C / pe`` parameter entries.  Runtime port ``wr``
 from __future__ import annotations
 
 import numpy as np
-from amaranth import Cat, Module, Mux, Signal, signed
-from amaranth.lib import stream, wiring
+from amaranth import Module, Mux, Signal, signed
+from amaranth.lib import stream
 from amaranth.lib.wiring import In, Out
 
-from ._dsp import dsp_product
-from ._ff import check_ff_style
+from ._lane import check_channel_lanes, requant_lanes, weight_product
 from ._mem import ParamWriteSignature, param_memory
 from ._util import Component, HardwareConfigError, as_int_array, ceil_log2
 from .mvau import mvau_weight_entries
@@ -80,10 +79,7 @@ class AffineUnit(Component):
                  multiplier: np.ndarray | None = None, shift: np.ndarray | None = None,
                  relu: bool = False, requantize: bool = True, runtime: bool = False,
                  ff_style: str = "plain") -> None:
-        if pe < 1 or channels % pe:
-            raise HardwareConfigError(
-                f"affine unit {name!r}: PE={pe} must divide the {channels} channels")
-        check_ff_style(f"affine unit {name!r}", ff_style)
+        check_channel_lanes(f"affine unit {name!r}", pe, channels, ff_style)
         self.name, self.channels, self.pe, self.lanes = name, channels, pe, pe
         self.runtime, self.ff_style = runtime, ff_style
         self.cf = channels // pe
@@ -139,31 +135,9 @@ class AffineUnit(Component):
             m.d.comb += rp.addr.eq(group)
             # stage 2: fabric registers after the memory read and on the activation;
             # stages 3 and 4: the product, twice
-            w2 = Signal(signed(8), name=f"l{p}_w2")
-            x2 = Signal(signed(8), name=f"l{p}_x2")
-            p4 = Signal(signed(16), name=f"l{p}_p4")
-            with m.If(v[1]):
-                m.d.sync += [w2.eq(rp.data), x2.eq(x1.word_select(p, 8))]
-            if self.ff_style == "trellis":  # the DSP's own registers (rtl._dsp)
-                m.d.comb += p4.eq(dsp_product(m, w2, x2, f"l{p}_m")[0:16])
-            else:
-                p3 = Signal(signed(16), name=f"l{p}_p3")
-                with m.If(v[2]):
-                    m.d.sync += p3.eq(w2 * x2)
-                with m.If(v[3]):
-                    m.d.sync += p4.eq(p3)
+            p4 = weight_product(m, v, rp.data, x1.word_select(p, 8), p, self.ff_style)
             acc = Signal(signed(32), name=f"l{p}_acc")  # the product, sign-extended
             m.d.comb += acc.eq(p4)
             products.append(acc)
-        m.d.comb += [
-            rq.i_valid.eq(v[lat]),
-            rq.i_acc.eq(Cat(*products)),
-            rq.i_idx.eq(grp[lat]),
-            q.w_valid.eq(rq.o_valid),
-            q.w_data.eq(rq.o_data),
-        ]
-        if self.runtime:
-            m.d.comb += [rq.wr.en.eq(self.wr.en[pe:]), rq.wr.addr.eq(self.wr.addr),
-                         rq.wr.data.eq(self.wr.data)]
-        wiring.connect(m, q.o, wiring.flipped(self.o))
+        requant_lanes(m, self, rq, q, v[lat], products, grp[lat])
         return m

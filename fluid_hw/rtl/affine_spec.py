@@ -16,26 +16,17 @@ from typing import Any
 import numpy as np
 
 from ._util import HardwareConfigError
-from .spec import _MatrixMixin, _ShapeMixin, zero_params
+from .spec import _PerChannel, _ShapeMixin, matrix_kwargs
 
 __all__ = ["AffineSpec"]
 
 
 @dataclass(eq=False)
-class AffineSpec(_ShapeMixin, _MatrixMixin):
+class AffineSpec(_ShapeMixin, _PerChannel):
     """A per-channel affine over ``shape = (C, ...)`` (see the module docstring)."""
 
     name: str
     shape: tuple[int, ...]
-    pe: int = 1
-    simd: int = 1
-    weights: np.ndarray | None = None
-    bias: np.ndarray | None = None
-    multiplier: np.ndarray | None = None
-    shift: np.ndarray | None = None
-    relu: bool = False
-    weights_mode: str = "const"
-    requantize: bool = True
 
     kind = "affine"
     op = "quantized_affine"
@@ -54,9 +45,7 @@ class AffineSpec(_ShapeMixin, _MatrixMixin):
 
     def validate(self) -> None:
         self._check_shape()
-        if self.simd != 1:
-            raise HardwareConfigError(f"stage {self.name!r}: a per-channel affine has no SIMD "
-                                      f"folding (simd=1), got simd={self.simd}")
+        self._check_no_simd("a per-channel affine")
         if self.weights is not None and np.size(self.weights) != self.mh:
             raise HardwareConfigError(f"stage {self.name!r}: weights have shape "
                                       f"{tuple(np.shape(self.weights))}, expected "
@@ -68,28 +57,15 @@ class AffineSpec(_ShapeMixin, _MatrixMixin):
             return None
         return np.asarray(self.weights).reshape(self.mh, 1)
 
-    @property
-    def in_lanes(self) -> int:  # type: ignore[override]
-        return self.pe
-
-    @property
-    def out_lanes(self) -> int:  # type: ignore[override]
-        return self.pe
-
     def structure(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "shape": list(self.shape),
-                "pe": self.pe, "relu": self.relu, "bias": self.bias is not None,
-                "mode": self.weights_mode, "requantize": self.requantize}
+                "pe": self.pe, **self._matrix_structure()}
 
     @classmethod
     def from_structure(cls, st: dict[str, Any]) -> AffineSpec:
         c = int(st["shape"][0])
-        mode = st.get("mode", "const")
-        arr = {**zero_params(st, c), "weights": np.zeros(c, np.int64)} \
-            if mode == "const" else {}
         return cls(st["name"], tuple(st["shape"]), pe=int(st["pe"]),
-                   relu=bool(st.get("relu")), weights_mode=mode,
-                   requantize=bool(st.get("requantize", True)), **arr)
+                   **matrix_kwargs(st, c, (c,)))
 
     def component(self, lanes: tuple[int, int], ff_style: str) -> Any:
         from .affine import AffineUnit

@@ -34,12 +34,11 @@ parameters of lane ``p`` (:func:`~.requant.requant_entries`, ``[p::pe]``).
 from __future__ import annotations
 
 import numpy as np
-from amaranth import Cat, Module, Mux, Signal, signed
+from amaranth import Module, Mux, Signal, Value, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ._dsp import dsp_product
-from ._ff import check_ff_style
+from ._lane import check_channel_lanes, requant_lanes, weight_product
 from ._mem import ParamWriteSignature, param_memory
 from ._util import Component, HardwareConfigError, as_int_array, ceil_log2
 from .requant import (
@@ -106,10 +105,7 @@ class DepthwiseConv(Component):
                  ff_style: str = "plain") -> None:
         c = geom.channels
         geom.check(f"depthwise conv {name!r}")
-        if pe < 1 or c % pe:
-            raise HardwareConfigError(
-                f"depthwise conv {name!r}: PE={pe} must divide the {c} channels")
-        check_ff_style(f"depthwise conv {name!r}", ff_style)
+        check_channel_lanes(f"depthwise conv {name!r}", pe, c, ff_style)
         self.name, self.geom, self.pe, self.lanes = name, geom, pe, pe
         self.runtime, self.ff_style = runtime, ff_style
         self.k = geom.kernel[0] * geom.kernel[1]
@@ -169,7 +165,7 @@ class DepthwiseConv(Component):
             with m.If(last_k):
                 m.d.sync += group.eq(Mux(group == cf - 1, 0, group + 1))
 
-        def delay(sig: object, n: int, tag: str) -> list[Signal]:
+        def delay(sig: Value, n: int, tag: str) -> list[Value]:
             chain = [sig]
             for i in range(n):
                 r = Signal(len(chain[-1]), name=f"{tag}_d{i + 1}")
@@ -196,36 +192,11 @@ class DepthwiseConv(Component):
             m.d.comb += wrp.addr.eq(waddr)
             # stage 2: fabric registers after the memory read and on the activation;
             # stages 3 and 4: the product, twice
-            w2 = Signal(signed(8), name=f"l{p}_w2")
-            x2 = Signal(signed(8), name=f"l{p}_x2")
-            p4 = Signal(signed(16), name=f"l{p}_p4")
-            with m.If(v[1]):
-                m.d.sync += [w2.eq(wrp.data), x2.eq(x1.word_select(p, 8))]
-            if self.ff_style == "trellis":  # the DSP's own registers (rtl._dsp)
-                m.d.comb += p4.eq(dsp_product(m, w2, x2, f"l{p}_m")[0:16])
-            else:
-                p3 = Signal(signed(16), name=f"l{p}_p3")
-                with m.If(v[2]):
-                    m.d.sync += p3.eq(w2 * x2)
-                with m.If(v[3]):
-                    m.d.sync += p4.eq(p3)
+            p4 = weight_product(m, v, wrp.data, x1.word_select(p, 8), p, self.ff_style)
             acc = Signal(signed(32), name=f"l{p}_acc")
             with m.If(v[4]):
                 m.d.sync += acc.eq(Mux(first[4], 0, acc) + p4)
             accs.append(acc)
 
-        m.d.comb += [
-            rq.i_valid.eq(v[lat] & last[lat]),
-            rq.i_acc.eq(Cat(*accs)),
-            rq.i_idx.eq(grp[lat]),
-            q.w_valid.eq(rq.o_valid),
-            q.w_data.eq(rq.o_data),
-        ]
-        if self.runtime:
-            m.d.comb += [
-                rq.wr.en.eq(self.wr.en[pe:]),
-                rq.wr.addr.eq(self.wr.addr),
-                rq.wr.data.eq(self.wr.data),
-            ]
-        wiring.connect(m, q.o, wiring.flipped(self.o))
+        requant_lanes(m, self, rq, q, v[lat] & last[lat], accs, grp[lat])
         return m

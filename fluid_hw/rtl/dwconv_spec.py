@@ -15,13 +15,13 @@ from typing import Any
 import numpy as np
 
 from ._util import HardwareConfigError
-from .spec import _MatrixMixin, _window_bound, _WindowMixin, zero_params
+from .spec import _PerChannel, _window_bound, _WindowMixin, matrix_kwargs, window_kwargs
 
 __all__ = ["DepthwiseSpec"]
 
 
 @dataclass(eq=False)
-class DepthwiseSpec(_WindowMixin, _MatrixMixin):
+class DepthwiseSpec(_WindowMixin, _PerChannel):
     """A depthwise convolution of ``in_shape = (C, H, W)`` (see the module docstring)."""
 
     name: str
@@ -30,15 +30,6 @@ class DepthwiseSpec(_WindowMixin, _MatrixMixin):
     stride: int | tuple[int, int] = 1
     padding: int | tuple[int, ...] = 0
     dilation: int | tuple[int, int] = 1
-    pe: int = 1
-    simd: int = 1
-    weights: np.ndarray | None = None
-    bias: np.ndarray | None = None
-    multiplier: np.ndarray | None = None
-    shift: np.ndarray | None = None
-    relu: bool = False
-    weights_mode: str = "const"
-    requantize: bool = True
 
     kind = "dwconv"
     op = "quantized_conv2d"
@@ -63,9 +54,7 @@ class DepthwiseSpec(_WindowMixin, _MatrixMixin):
 
     def validate(self) -> None:
         self._check_window()
-        if self.simd != 1:
-            raise HardwareConfigError(f"stage {self.name!r}: a depthwise convolution has no "
-                                      f"SIMD folding (simd=1), got simd={self.simd}")
+        self._check_no_simd("a depthwise convolution")
         if self.weights is not None:
             kh, kw = self.kernel  # type: ignore[misc]
             shape = (self.in_shape[0], 1, kh, kw)
@@ -80,32 +69,18 @@ class DepthwiseSpec(_WindowMixin, _MatrixMixin):
             return None
         return np.asarray(self.weights).reshape(self.in_shape[0], -1)
 
-    @property
-    def in_lanes(self) -> int:  # type: ignore[override]
-        return self.pe
-
-    @property
-    def out_lanes(self) -> int:  # type: ignore[override]
-        return self.pe
-
     def structure(self) -> dict[str, Any]:
         return {**self._window_structure(),
                 "dilation": list(self.dilation),  # type: ignore[arg-type]
-                "pe": self.pe, "relu": self.relu, "bias": self.bias is not None,
-                "mode": self.weights_mode, "requantize": self.requantize}
+                "pe": self.pe, **self._matrix_structure()}
 
     @classmethod
     def from_structure(cls, st: dict[str, Any]) -> DepthwiseSpec:
         c = int(st["in_shape"][0])
         kh, kw = (int(v) for v in st["kernel"])
-        mode = st.get("mode", "const")
-        arr = {**zero_params(st, c), "weights": np.zeros((c, 1, kh, kw), np.int64)} \
-            if mode == "const" else {}
-        return cls(st["name"], tuple(st["in_shape"]), kernel=(kh, kw),  # type: ignore
-                   stride=tuple(st["stride"]), padding=tuple(st["padding"]),
-                   dilation=tuple(st.get("dilation", (1, 1))),  # type: ignore[arg-type]
-                   pe=int(st["pe"]), relu=bool(st.get("relu")), weights_mode=mode,
-                   requantize=bool(st.get("requantize", True)), **arr)
+        return cls(st["name"], tuple(st["in_shape"]),
+                   pe=int(st["pe"]), **window_kwargs(st),
+                   **matrix_kwargs(st, c, (c, 1, kh, kw)))
 
     def component(self, lanes: tuple[int, int], ff_style: str) -> Any:
         from .dwconv import DepthwiseConv

@@ -393,6 +393,11 @@ class _MatrixMixin(StageSpec):
         return {"weights": _digest(self.matrix()), "bias": _digest(self.bias),
                 "multiplier": _digest(self.multiplier), "shift": _digest(self.shift)}
 
+    def _matrix_structure(self) -> dict[str, Any]:
+        """The part of :meth:`structure` every matrix kind has."""
+        return {"relu": self.relu, "bias": self.bias is not None, "mode": self.weights_mode,
+                "requantize": self.requantize}
+
     def weight_entries(self) -> list[list[int]]:
         w = self.matrix()
         if w is None:
@@ -416,14 +421,23 @@ class _MatrixMixin(StageSpec):
         return [*self.weight_entries(), *(rq[p::self.pe] for p in range(self.pe))]
 
 
-@dataclass(eq=False)
-class MVAUSpec(_MatrixMixin):
-    """A fully-connected layer + requantisation: ``mw`` inputs, ``mh`` outputs,
-    ``weights`` int8 [mh, mw]."""
+def matrix_kwargs(st: dict[str, Any], mh: int, weight_shape: tuple[int, ...]
+                  ) -> dict[str, Any]:
+    """A matrix stage's keyword arguments read back from its structure: relu, mode and
+    requantisation, and for a ``const`` stage placeholder arrays (weights of
+    ``weight_shape``, :func:`zero_params`)."""
+    mode = st.get("mode", "const")
+    arr = {**zero_params(st, mh), "weights": np.zeros(weight_shape, np.int64)} \
+        if mode == "const" else {}
+    return {"relu": bool(st.get("relu")), "weights_mode": mode,
+            "requantize": bool(st.get("requantize", True)), **arr}
 
-    name: str
-    mw: int
-    mh: int
+
+@dataclass(eq=False, kw_only=True)
+class _MatrixFields(_MatrixMixin):
+    """The matrix parameters of every matrix kind, as keyword-only fields after the
+    kind's own (``name``, its shape)."""
+
     pe: int = 1
     simd: int = 1
     weights: np.ndarray | None = None
@@ -433,6 +447,34 @@ class MVAUSpec(_MatrixMixin):
     relu: bool = False
     weights_mode: str = "const"
     requantize: bool = True
+
+
+class _PerChannel(_MatrixFields):
+    """A matrix kind of one channel a PE lane and no SIMD (``affine``, ``dwconv``): its
+    lanes are its PEs."""
+
+    def _check_no_simd(self, what: str) -> None:
+        if self.simd != 1:
+            raise HardwareConfigError(f"stage {self.name!r}: {what} has no SIMD folding "
+                                      f"(simd=1), got simd={self.simd}")
+
+    @property
+    def in_lanes(self) -> int:
+        return self.pe
+
+    @property
+    def out_lanes(self) -> int:
+        return self.pe
+
+
+@dataclass(eq=False)
+class MVAUSpec(_MatrixFields):
+    """A fully-connected layer + requantisation: ``mw`` inputs, ``mh`` outputs,
+    ``weights`` int8 [mh, mw]."""
+
+    name: str
+    mw: int
+    mh: int
 
     kind = "mvau"
 
@@ -469,18 +511,13 @@ class MVAUSpec(_MatrixMixin):
 
     def structure(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "mw": self.mw, "mh": self.mh,
-                "pe": self.pe, "simd": self.simd, "relu": self.relu,
-                "bias": self.bias is not None, "mode": self.weights_mode,
-                "requantize": self.requantize}
+                "pe": self.pe, "simd": self.simd, **self._matrix_structure()}
 
     @classmethod
     def from_structure(cls, st: dict[str, Any]) -> MVAUSpec:
-        mw, mh, mode = int(st["mw"]), int(st["mh"]), st.get("mode", "const")
-        arr = {**zero_params(st, mh), "weights": np.zeros((mh, mw), np.int64)} \
-            if mode == "const" else {}
+        mw, mh = int(st["mw"]), int(st["mh"])
         return cls(st["name"], mw, mh, pe=int(st["pe"]), simd=int(st["simd"]),
-                   relu=bool(st.get("relu")), weights_mode=mode,
-                   requantize=bool(st.get("requantize", True)), **arr)
+                   **matrix_kwargs(st, mh, (mh, mw)))
 
     def component(self, lanes: tuple[int, int], ff_style: str) -> Any:
         from .mvau import MVAU
@@ -503,7 +540,7 @@ class MVAUSpec(_MatrixMixin):
 
 
 @dataclass(eq=False)
-class ConvSpec(_WindowMixin, _MatrixMixin):
+class ConvSpec(_WindowMixin, _MatrixFields):
     """A convolution (sliding windows + MVAU) + requantisation on an HWC-streamed
     image of ``in_shape = (C, H, W)``; ``weights`` int8 [M, C, kh, kw]."""
 
@@ -514,15 +551,6 @@ class ConvSpec(_WindowMixin, _MatrixMixin):
     stride: int | tuple[int, int] = 1
     padding: int | tuple[int, ...] = 0
     dilation: int | tuple[int, int] = 1
-    pe: int = 1
-    simd: int = 1
-    weights: np.ndarray | None = None
-    bias: np.ndarray | None = None
-    multiplier: np.ndarray | None = None
-    shift: np.ndarray | None = None
-    relu: bool = False
-    weights_mode: str = "const"
-    requantize: bool = True
 
     kind = "conv"
 
@@ -575,22 +603,15 @@ class ConvSpec(_WindowMixin, _MatrixMixin):
     def structure(self) -> dict[str, Any]:
         return {**self._window_structure(), "out_channels": self.out_channels,
                 "dilation": list(self.dilation), "pe": self.pe,  # type: ignore[arg-type]
-                "simd": self.simd, "relu": self.relu, "bias": self.bias is not None,
-                "mode": self.weights_mode, "requantize": self.requantize}
+                "simd": self.simd, **self._matrix_structure()}
 
     @classmethod
     def from_structure(cls, st: dict[str, Any]) -> ConvSpec:
-        c = int(st["in_shape"][0])
-        m = int(st["out_channels"])
+        c, m = int(st["in_shape"][0]), int(st["out_channels"])
         kh, kw = (int(v) for v in st["kernel"])
-        mode = st.get("mode", "const")
-        arr = {**zero_params(st, m), "weights": np.zeros((m, c, kh, kw), np.int64)} \
-            if mode == "const" else {}
-        return cls(st["name"], tuple(st["in_shape"]), m, kernel=(kh, kw),  # type: ignore
-                   stride=tuple(st["stride"]), padding=tuple(st["padding"]),
-                   dilation=tuple(st.get("dilation", (1, 1))),  # type: ignore[arg-type]
-                   pe=int(st["pe"]), simd=int(st["simd"]), relu=bool(st.get("relu")),
-                   weights_mode=mode, requantize=bool(st.get("requantize", True)), **arr)
+        return cls(st["name"], tuple(st["in_shape"]), m,
+                   pe=int(st["pe"]), simd=int(st["simd"]), **window_kwargs(st),
+                   **matrix_kwargs(st, m, (m, c, kh, kw)))
 
     def component(self, lanes: tuple[int, int], ff_style: str) -> Any:
         from .conv import ConvUnit
@@ -694,6 +715,12 @@ def structure_lanes(st: dict[str, Any]) -> int | None:
     if isinstance(lanes, list | tuple):
         return int(lanes[0])
     return None if lanes is None else int(lanes)
+
+
+def window_kwargs(st: dict[str, Any]) -> dict[str, Any]:
+    """A window stage's geometry keyword arguments read back from its structure."""
+    return {"kernel": tuple(int(v) for v in st["kernel"]), "stride": tuple(st["stride"]),
+            "padding": tuple(st["padding"]), "dilation": tuple(st.get("dilation", (1, 1)))}
 
 
 def _window_bound(in_shape: tuple[int, ...], geom: WindowGeometry, work: int) -> int:

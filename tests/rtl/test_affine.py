@@ -16,7 +16,7 @@ from fluid_hw.rtl.requant import requant_entries
 from fluid_hw.rtl.stream import CreditQueue
 from tests.op_harness import run_op
 
-from .streams import simulate_streams
+from .streams import run_full_rate, simulate_streams, write_params
 
 
 def bn_case(rng, c, s_in=0.05, s_out=0.04):
@@ -92,16 +92,8 @@ def test_affine_runtime_weights_two_sets_through_one_design():
         words = mvau_weight_entries(w.reshape(-1, 1), pe, 1)
         params = requant_entries("bn", c, bias, m, n)
 
-        async def load(ctx, words=words, params=params):
-            for p in range(pe):
-                for en, entries in ((1 << p, words[p]), (1 << (pe + p), params[p::pe])):
-                    for a, word in enumerate(entries):
-                        ctx.set(dut.wr.en, en)
-                        ctx.set(dut.wr.addr, a)
-                        ctx.set(dut.wr.data, word)
-                        await ctx.tick()
-            ctx.set(dut.wr.en, 0)
-
+        load = write_params(dut.wr, [m for p in range(pe)
+                                     for m in ((p, words[p]), (pe + p, params[p::pe]))])
         got = run_unit(dut, x, seed=3, prologue=load)
         np.testing.assert_array_equal(got.reshape(x.shape), affine_model(x, w, bias, m, n))
 
@@ -119,40 +111,13 @@ def test_affine_int32_outputs_with_bias():
 
 
 def test_affine_full_rate_and_latency():
-    from amaranth.sim import Simulator
-
     rng = np.random.default_rng(4)
     c, pe = 4, 2
     w, bias, m, n = bn_case(rng, c)
     dut = AffineUnit("bn", c, pe, weights=w, bias=bias, multiplier=m, shift=n)
     x = rng.integers(-128, 128, (30, pe))
-    ins, outs, vals = [], [], []
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-
-    async def src(ctx):
-        for b in x:
-            ctx.set(dut.i.valid, 1)
-            ctx.set(dut.i.payload, pack_lanes(b, 8))
-            await ctx.tick().until(dut.i.ready)
-        ctx.set(dut.i.valid, 0)
-
-    async def mon(ctx):
-        ctx.set(dut.o.ready, 1)
-        cyc = 0
-        while len(outs) < len(x):
-            _, _, iv, ir, ov, op = await ctx.tick().sample(dut.i.valid, dut.i.ready,
-                                                           dut.o.valid, dut.o.payload)
-            if iv and ir:
-                ins.append(cyc)
-            if ov:
-                outs.append(cyc)
-                vals.append(unpack_lanes(op, pe, 8))
-            cyc += 1
-
-    sim.add_testbench(src, background=True)
-    sim.add_testbench(mon)
-    sim.run()
+    ins, outs, out = run_full_rate(dut, [(dut.i, [pack_lanes(b, 8) for b in x])], len(x))
+    vals = [unpack_lanes(op, pe, 8) for op in out]
     assert np.diff(ins).tolist() == [1] * (len(x) - 1)  # one beat per cycle
     lat = affine_latency() + CreditQueue.latency
     assert [o - i for i, o in zip(ins, outs)] == [lat] * len(x)

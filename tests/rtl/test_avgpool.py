@@ -14,7 +14,7 @@ from fluid_hw.rtl.pool import (
 )
 from fluid_hw.rtl.swg import WindowGeometry
 
-from .streams import simulate_streams
+from .streams import run_full_rate, simulate_streams
 from .test_dwconv import image_beats, random_geometry
 
 
@@ -83,40 +83,13 @@ def test_avgpool_extreme_scales():
 
 def test_avgpool_latency():
     """No stalls: a pooled beat follows its window's last beat by AVGPOOL_LATENCY."""
-    from amaranth.sim import Simulator
 
     rng = np.random.default_rng(4)
     geom = WindowGeometry(2, 4, 4, (2, 2), (2, 2))
     dut = AvgPool("pool", geom, 1, multiplier=16384, shift=16)
     beats = image_beats([rng.integers(-128, 128, (4, 4, 2))], 1)
-    last_beats, outs = [], []
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-
-    async def src(ctx):
-        for b in beats:
-            ctx.set(dut.i.valid, 1)
-            ctx.set(dut.i.payload, b)
-            await ctx.tick().until(dut.i.ready)
-        ctx.set(dut.i.valid, 0)
-
-    async def mon(ctx):
-        ctx.set(dut.o.ready, 1)
-        r = dut.reduce.i
-        cyc, k = 0, 0
-        while len(outs) < 8:
-            _, _, rv, rr, ov = await ctx.tick().sample(r.valid, r.ready, dut.o.valid)
-            if rv and rr:
-                k += 1
-                if k % 4 == 0:
-                    last_beats.append(cyc)
-            if ov:
-                outs.append(cyc)
-            cyc += 1
-
-    sim.add_testbench(src, background=True)
-    sim.add_testbench(mon)
-    sim.run()
+    taken, outs, _ = run_full_rate(dut, [(dut.i, beats)], 8, watch=dut.reduce.i)
+    last_beats = taken[3::4]  # each window's last beat into the reduction
     assert [o - t for o, t in zip(outs, last_beats)] == [AVGPOOL_LATENCY] * 8
 
 

@@ -17,7 +17,7 @@ from fluid_hw.rtl.requant import requant_entries
 from fluid_hw.rtl.stream import CreditQueue
 from fluid_hw.rtl.swg import WindowGeometry
 
-from .streams import simulate_streams
+from .streams import run_full_rate, simulate_streams, write_params
 
 
 def image_beats(images_hwc, lanes):
@@ -142,16 +142,8 @@ def test_dwconv_runtime_weights():
         words = dw_weight_entries(w, pe)
         params = requant_entries("dw", 6, bias, m, n)
 
-        async def load(ctx, words=words, params=params):
-            for p in range(pe):
-                for en, entries in ((1 << p, words[p]), (1 << (pe + p), params[p::pe])):
-                    for a, word in enumerate(entries):
-                        ctx.set(dut.wr.en, en)
-                        ctx.set(dut.wr.addr, a)
-                        ctx.set(dut.wr.data, word)
-                        await ctx.tick()
-            ctx.set(dut.wr.en, 0)
-
+        load = write_params(dut.wr, [m for p in range(pe)
+                                     for m in ((p, words[p]), (pe + p, params[p::pe]))])
         got = run_dw(dut, images, seed=3, prologue=load)
         want = np.stack([depthwise_model(im, w, geom, bias, m, n, True) for im in images])
         np.testing.assert_array_equal(got, want)
@@ -161,7 +153,6 @@ def test_dwconv_runtime_weights():
 def test_dwconv_latency(requantize):
     """No stalls: the output follows the last beat of its window group by
     dwconv_latency() + the output queue's latency."""
-    from amaranth.sim import Simulator
 
     rng = np.random.default_rng(4)
     geom = WindowGeometry(2, 3, 3, (3, 3), (1, 1), (1, 1, 1, 1))
@@ -169,34 +160,8 @@ def test_dwconv_latency(requantize):
     dut = DepthwiseConv("dw", geom, 1, weights=w, bias=bias, multiplier=m, shift=n,
                         requantize=requantize)
     beats = image_beats([rng.integers(-128, 128, (3, 3, 2))], 1)
-    last_beats, outs = [], []
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-
-    async def src(ctx):
-        for b in beats:
-            ctx.set(dut.i.valid, 1)
-            ctx.set(dut.i.payload, b)
-            await ctx.tick().until(dut.i.ready)
-        ctx.set(dut.i.valid, 0)
-
-    async def mon(ctx):
-        ctx.set(dut.o.ready, 1)
-        swg_o = dut.swg.o
-        cyc, k = 0, 0
-        while len(outs) < 9 * 2:
-            _, _, sv, sr, ov = await ctx.tick().sample(swg_o.valid, swg_o.ready, dut.o.valid)
-            if sv and sr:
-                k += 1
-                if k % 9 == 0:
-                    last_beats.append(cyc)
-            if ov:
-                outs.append(cyc)
-            cyc += 1
-
-    sim.add_testbench(src, background=True)
-    sim.add_testbench(mon)
-    sim.run()
+    taken, outs, _ = run_full_rate(dut, [(dut.i, beats)], 9 * 2, watch=dut.swg.o)
+    last_beats = taken[8::9]  # each window group's last beat
     lat = dwconv_latency(requantize) + CreditQueue.latency
     assert [o - t for o, t in zip(outs, last_beats)] == [lat] * 18
 

@@ -11,7 +11,7 @@ from fluid_hw.rtl._util import HardwareConfigError, pack_lanes, unpack_lanes
 from fluid_hw.rtl.join import ADD_JOIN_LATENCY, AddJoin, add_join_model
 from fluid_hw.rtl.stream import CreditQueue
 
-from .streams import simulate_streams
+from .streams import run_full_rate, simulate_streams
 
 
 def reference(a: int, b: int, ma: int, na: int, mb: int, nb: int, relu: bool) -> int:
@@ -131,44 +131,21 @@ def test_join_rtl_fuzzed_params_more(seed):
     check_fuzzed(seed, 400)
 
 
-def test_join_full_throughput_and_latency():
-    from amaranth.sim import Simulator
+def full_rate_join(dut, a, b, prologue=None):
+    """Both inputs offered every cycle, the output always ready: the cycles at which
+    ``a`` moved a beat (``b`` moved on the same ones), the output's cycles and values."""
+    sources = [(dut.a, [pack_lanes(x, 8) for x in a]), (dut.b, [pack_lanes(x, 8) for x in b])]
+    ins, outs, vals = run_full_rate(dut, sources, len(a), prologue=prologue)
+    assert run_full_rate(dut, sources, len(a), watch=dut.b, prologue=prologue)[0] == ins
+    return ins, outs, [unpack_lanes(op, dut.lanes, 8) for op in vals]
 
+
+def test_join_full_throughput_and_latency():
     rng = np.random.default_rng(7)
     p = {"ma": 20000, "na": 15, "mb": 9000, "nb": 13, "relu": True}
     dut = AddJoin("join", 2, **p)
     a, b = rng.integers(-128, 128, (60, 2)), rng.integers(-128, 128, (60, 2))
-    ins, outs, vals = [], [], []
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-
-    async def src(ctx):
-        ctx.set(dut.a.valid, 1)
-        ctx.set(dut.b.valid, 1)
-        for x, y in zip(a, b):
-            ctx.set(dut.a.payload, pack_lanes(x, 8))
-            ctx.set(dut.b.payload, pack_lanes(y, 8))
-            await ctx.tick().until(dut.a.ready & dut.b.ready)
-        ctx.set(dut.a.valid, 0)
-        ctx.set(dut.b.valid, 0)
-
-    async def mon(ctx):
-        ctx.set(dut.o.ready, 1)
-        cyc = 0
-        while len(outs) < len(a):
-            _, _, av, ar, bv, br, ov, op = await ctx.tick().sample(
-                dut.a.valid, dut.a.ready, dut.b.valid, dut.b.ready, dut.o.valid, dut.o.payload)
-            assert (av and ar) == (bv and br)  # both inputs move together
-            if av and ar:
-                ins.append(cyc)
-            if ov:
-                outs.append(cyc)
-                vals.append(unpack_lanes(op, 2, 8))
-            cyc += 1
-
-    sim.add_testbench(src, background=True)
-    sim.add_testbench(mon)
-    sim.run()
+    ins, outs, vals = full_rate_join(dut, a, b)
     assert np.diff(ins).tolist() == [1] * (len(a) - 1)  # one beat per cycle
     assert dut.latency == ADD_JOIN_LATENCY
     assert [o - i for i, o in zip(ins, outs)] == [ADD_JOIN_LATENCY + CreditQueue.latency] * len(a)

@@ -7,7 +7,7 @@ from fluid_hw.rtl._util import HardwareConfigError, pack_lanes, unpack_lanes
 from fluid_hw.rtl.mvau import MVAU, mvau_model, mvau_weight_entries
 from fluid_hw.rtl.requant import Requantiser, requant_entries, requantize_model
 
-from .streams import simulate_streams
+from .streams import run_full_rate, simulate_streams
 
 
 def _requant_params(rng, c):
@@ -107,7 +107,6 @@ def test_mvau_runtime_weights():
 
 def test_mvau_full_throughput():
     """No stalls: one output vector every NF * SF cycles once the pipeline is full."""
-    from amaranth.sim import Simulator
 
     rng = np.random.default_rng(3)
     mw, mh, pe, simd = 8, 8, 2, 4  # SF = 2, NF = 4: 8 cycles per vector
@@ -115,29 +114,7 @@ def test_mvau_full_throughput():
     dut = MVAU("fc", mw, mh, pe, simd, weights=w, bias=bias, multiplier=m, shift=n)
     x = rng.integers(-128, 128, (12, mw))
     beats = [pack_lanes(row[i:i + simd], 8) for row in x for i in range(0, mw, simd)]
-    times = []
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-
-    async def src(ctx):
-        for b in beats:
-            ctx.set(dut.i.valid, 1)
-            ctx.set(dut.i.payload, b)
-            await ctx.tick().until(dut.i.ready)
-        ctx.set(dut.i.valid, 0)
-
-    async def snk(ctx):
-        ctx.set(dut.o.ready, 1)
-        cyc = 0
-        while len(times) < len(x) * dut.nf:
-            _, _, v = await ctx.tick().sample(dut.o.valid)
-            cyc += 1
-            if v:
-                times.append(cyc)
-
-    sim.add_testbench(src, background=True)
-    sim.add_testbench(snk)
-    sim.run()
+    _, times, _ = run_full_rate(dut, [(dut.i, beats)], len(x) * dut.nf)
     last_of_vector = times[dut.nf - 1::dut.nf]
     assert np.diff(last_of_vector)[2:].tolist() == [dut.nf * dut.sf] * (len(x) - 3)
 

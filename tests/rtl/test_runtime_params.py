@@ -37,22 +37,9 @@ from fluid_hw.rtl.spec import spec_from_structure
 from fluid_hw.rtl.stream import CreditQueue
 from fluid_hw.rtl.top import StageGraph
 
-from .streams import simulate_streams
-from .test_join import random_params, reference, run_join
+from .streams import simulate_streams, write_entries, write_params
+from .test_join import full_rate_join, random_params, reference, run_join
 from .test_top import _load_params, run_top
-
-
-def writes(dut, entries):
-    """A prologue writing ``(addr, entry)`` pairs through ``dut.wr`` (memory 0); the
-    streams start on the next cycle."""
-    async def prologue(ctx):
-        for addr, entry in entries:
-            ctx.set(dut.wr.en, 1)
-            ctx.set(dut.wr.addr, addr)
-            ctx.set(dut.wr.data, entry)
-            await ctx.tick()
-        ctx.set(dut.wr.en, 0)
-    return prologue
 
 
 @pytest.mark.parametrize("lanes,seed", [(1, 0), (3, 1), (4, 2)])
@@ -68,7 +55,7 @@ def test_runtime_table_every_lane_takes_every_write(lanes, seed):
     x[0], x[1] = -128, 127
     (out,) = simulate_streams(dut, [(dut.i, [pack_lanes(b, 8) for b in x])],
                               [(dut.o, len(x))], seed=seed, p_valid=0.6, p_ready=0.6,
-                              prologue=writes(dut, entries))
+                              prologue=write_entries(dut.wr, [(0, a, e) for a, e in entries]))
     got = np.array([unpack_lanes(w, lanes, 8) for w in out])
     np.testing.assert_array_equal(got, table_model(x, table))
 
@@ -84,7 +71,7 @@ def test_runtime_avgpool(lanes, seed):
     want = np.stack([avgpool_model(im, g, m, n, seed == 4) for im in ims])
     (entry,) = requant_entries("avg", 1, None, np.array([m]), np.array([n]))
     (out,) = simulate_streams(dut, [(dut.i, beats)], [(dut.o, want.size // lanes)],
-                              seed=seed, prologue=writes(dut, [(0, entry)]))
+                              seed=seed, prologue=write_params(dut.wr, [(0, [entry])]))
     got = np.array([v for w in out for v in unpack_lanes(w, lanes, 8)])
     np.testing.assert_array_equal(got.reshape(want.shape), want)
 
@@ -109,7 +96,7 @@ def run_join_loaded(dut, a, b, seed, entry):
     (out,) = simulate_streams(dut, [(dut.a, [pack_lanes(x, 8) for x in a]),
                                     (dut.b, [pack_lanes(x, 8) for x in b])],
                               [(dut.o, len(a))], seed=seed, p_valid=0.7, p_ready=0.7,
-                              prologue=writes(dut, [(0, entry)]))
+                              prologue=write_params(dut.wr, [(0, [entry])]))
     return np.array([unpack_lanes(w, lanes, 8) for w in out]).reshape(a.shape)
 
 
@@ -151,7 +138,7 @@ def test_runtime_join_reloaded_across_every_shift_class():
     async def bench(ctx):
         ctx.set(dut.o.ready, 1)
         for p in sets:
-            await writes(dut, [(0, join_entry("j", **p))])(ctx)
+            await write_params(dut.wr, [(0, [join_entry("j", **p)])])(ctx)
             out = []
             for x, y in zip(a, b):
                 ctx.set(dut.a.valid, 1)
@@ -189,43 +176,12 @@ def test_runtime_join_equals_the_const_join():
 
 
 def test_runtime_join_full_throughput_and_latency():
-    from amaranth.sim import Simulator
-
     rng = np.random.default_rng(7)
     p = {"ma": 20000, "na": 13, "mb": 9000, "nb": 15, "relu": True}
     dut = AddJoin("join", 2, relu=True, runtime=True)
     a, b = rng.integers(-128, 128, (2, 60, 2))
-    ins, outs, vals = [], [], []
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-
-    async def src(ctx):
-        await writes(dut, [(0, join_entry("j", p["ma"], p["na"], p["mb"], p["nb"]))])(ctx)
-        ctx.set(dut.a.valid, 1)
-        ctx.set(dut.b.valid, 1)
-        for x, y in zip(a, b):
-            ctx.set(dut.a.payload, pack_lanes(x, 8))
-            ctx.set(dut.b.payload, pack_lanes(y, 8))
-            await ctx.tick().until(dut.a.ready & dut.b.ready)
-        ctx.set(dut.a.valid, 0)
-        ctx.set(dut.b.valid, 0)
-
-    async def mon(ctx):
-        ctx.set(dut.o.ready, 1)
-        cyc = 0
-        while len(outs) < len(a):
-            _, _, av, ar, ov, op = await ctx.tick().sample(dut.a.valid, dut.a.ready,
-                                                           dut.o.valid, dut.o.payload)
-            if av and ar:
-                ins.append(cyc)
-            if ov:
-                outs.append(cyc)
-                vals.append(unpack_lanes(op, 2, 8))
-            cyc += 1
-
-    sim.add_testbench(src, background=True)
-    sim.add_testbench(mon)
-    sim.run()
+    entry = join_entry("j", p["ma"], p["na"], p["mb"], p["nb"])
+    ins, outs, vals = full_rate_join(dut, a, b, write_params(dut.wr, [(0, [entry])]))
     assert np.diff(ins).tolist() == [1] * (len(a) - 1)  # one beat per cycle
     lat = ADD_JOIN_RUNTIME_LATENCY + CreditQueue.latency
     assert [o - i for i, o in zip(ins, outs)] == [lat] * len(a)

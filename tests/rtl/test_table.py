@@ -7,7 +7,7 @@ import pytest
 from fluid_hw.rtl._util import HardwareConfigError, pack_lanes, unpack_lanes
 from fluid_hw.rtl.table import TABLE_LATENCY, TableActivation, table_model
 
-from .streams import simulate_streams
+from .streams import run_full_rate, simulate_streams
 
 
 def sigmoid_table(scale_in=1 / 16, scale_out=1 / 128):
@@ -41,39 +41,12 @@ def test_table_activation(lanes, seed):
 
 
 def test_table_full_throughput_and_latency():
-    from amaranth.sim import Simulator
-
     rng = np.random.default_rng(5)
     table = rng.integers(-128, 128, 256)
     dut = TableActivation("act", 2, table)
     x = rng.integers(-128, 128, (40, 2))
-    ins, outs, vals = [], [], []
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-
-    async def src(ctx):
-        for b in x:
-            ctx.set(dut.i.valid, 1)
-            ctx.set(dut.i.payload, pack_lanes(b, 8))
-            await ctx.tick().until(dut.i.ready)
-        ctx.set(dut.i.valid, 0)
-
-    async def mon(ctx):
-        ctx.set(dut.o.ready, 1)
-        cyc = 0
-        while len(outs) < len(x):
-            _, _, iv, ir, ov, op = await ctx.tick().sample(dut.i.valid, dut.i.ready,
-                                                           dut.o.valid, dut.o.payload)
-            if iv and ir:
-                ins.append(cyc)
-            if ov:
-                outs.append(cyc)
-                vals.append(unpack_lanes(op, 2, 8))
-            cyc += 1
-
-    sim.add_testbench(src, background=True)
-    sim.add_testbench(mon)
-    sim.run()
+    ins, outs, out = run_full_rate(dut, [(dut.i, [pack_lanes(b, 8) for b in x])], len(x))
+    vals = [unpack_lanes(op, 2, 8) for op in out]
     assert np.diff(ins).tolist() == [1] * (len(x) - 1)  # one beat per cycle
     assert [o - i for i, o in zip(ins, outs)] == [TABLE_LATENCY] * len(x)
     np.testing.assert_array_equal(vals, table_model(x, table))

@@ -10,7 +10,7 @@ from fluid_hw.hls.kinds.upsample import upsample_times
 from fluid_hw.rtl._util import HardwareConfigError, pack_lanes, unpack_lanes
 from fluid_hw.rtl.upsample import Upsample, upsample_model
 
-from .streams import simulate_streams
+from .streams import run_full_rate, simulate_streams
 
 
 def test_model_repeats_rows_then_pixels():
@@ -55,40 +55,13 @@ def test_upsample_is_bit_exact_under_random_stalls(c, h, w, factor, lanes, seed)
 def test_full_rate_and_the_timing_model(c, h, w, factor, lanes):
     """Input offered every cycle, output always ready: one output beat a cycle once the
     first beat is out, and every beat when the kind's timing model says."""
-    from amaranth.sim import Simulator
 
     rng = np.random.default_rng(7)
     im = rng.integers(-128, 128, (h, w, c))
     beats = _beats([im], lanes)
     n_out = h * w * c * factor[0] * factor[1] // lanes
     dut = Upsample("up", c, w, factor, lanes)
-    taken, outs, vals = [], [], []
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-
-    async def src(ctx):
-        for b in beats:
-            ctx.set(dut.i.valid, 1)
-            ctx.set(dut.i.payload, b)
-            await ctx.tick().until(dut.i.ready)
-        ctx.set(dut.i.valid, 0)
-
-    async def mon(ctx):
-        ctx.set(dut.o.ready, 1)
-        cyc = 0
-        while len(outs) < n_out:
-            _, _, iv, ir, ov, op = await ctx.tick().sample(dut.i.valid, dut.i.ready,
-                                                           dut.o.valid, dut.o.payload)
-            if iv and ir:
-                taken.append(cyc)
-            if ov:
-                outs.append(cyc)
-                vals.append(op)
-            cyc += 1
-
-    sim.add_testbench(src, background=True)
-    sim.add_testbench(mon)
-    sim.run()
+    _, outs, vals = run_full_rate(dut, [(dut.i, beats)], n_out)
     np.testing.assert_array_equal(_elements(vals, lanes), upsample_model(im, factor).reshape(-1))
     assert np.diff(outs).tolist() == [1] * (n_out - 1)
     from fluid_hw.rtl.upsample_spec import UpsampleSpec

@@ -5,6 +5,7 @@ and LUT share of their MVAU-style datapath."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,9 +18,11 @@ from fluid_hw.rtl.stream import credit_depth
 from ...ir import dtypes
 from ..partition import LoweringError, main_output
 from ..stage_info import INT32, FixedPoint, Values, broadcast, param_value
+from ..stages import Resources, memory_resources
 
 __all__ = ["requant_tail", "requant_arrays", "matrix_arrays", "window_args", "check_weights",
-           "fifo_storage", "tree_bits", "matrix_memories", "matrix_lut"]
+           "fifo_storage", "tree_bits", "matrix_memories", "matrix_lut", "lane_memories",
+           "lane_resources", "lane_lut", "LaneCosts"]
 
 
 def check_weights(b: Any, op: Any, name: str, wname: str) -> Any:
@@ -116,3 +119,56 @@ def matrix_lut(s: Any, cal: Any) -> float:
     if s.runtime:
         lut += cal.per_runtime_pe * s.pe
     return lut
+
+
+def lane_memories(s: Any, weight_depth: int) -> list[tuple[int, int, str]]:
+    """A per-channel stage's (``affine``, ``dwconv``) memories of each PE lane: its
+    ``weight_depth`` int8 weights and its requantiser's bias / multiplier / shift."""
+    const = "ram" if s.runtime else "rom"
+    out = []
+    for _ in range(s.pe):
+        out.append((weight_depth, 8, const))
+        out.append((s.nf, PARAM_ENTRY_BITS, const))
+    return out
+
+
+@dataclass(frozen=True)
+class LaneCosts:
+    """A per-channel stage's figures of one PE lane (ECP5): generic LUTs (``lut``, and
+    ``lut_runtime`` more with runtime weights), flip-flops (``ff`` the product path,
+    ``ff_requant`` the requantiser or ``ff_bias_only`` without requantisation,
+    ``ff_runtime`` more with runtime weights), and the calibrated LUT model's lane in
+    units of ``cal.per_pe`` (``cal_lut``) and of ``cal.per_runtime_pe``
+    (``cal_lut_runtime``, runtime weights)."""
+
+    lut: int
+    lut_runtime: int
+    ff: int
+    ff_requant: int
+    ff_bias_only: int
+    ff_runtime: int
+    cal_lut: float
+    cal_lut_runtime: float
+
+
+def lane_resources(s: Any, base: Resources, weight_depth: int, c: LaneCosts) -> Resources:
+    """A per-channel stage's resources: ``base`` (the stage's own) and per PE lane its
+    figures ``c``, one multiplier (three with requantisation) and its memories
+    (:func:`lane_memories`)."""
+    rq_ff = c.ff_requant if s.requantize else c.ff_bias_only
+    lane = Resources(lut=c.lut + (c.lut_runtime if s.runtime else 0),
+                     ff=c.ff + rq_ff + (c.ff_runtime if s.runtime else 0),
+                     dsp=1 + (2 if s.requantize else 0))
+    total = base
+    for _ in range(s.pe):
+        total = total + lane + memory_resources(weight_depth, 8, const=not s.runtime) \
+            + memory_resources(s.nf, PARAM_ENTRY_BITS, const=not s.runtime)
+    return total
+
+
+def lane_lut(s: Any, cal: Any, c: LaneCosts) -> float:
+    """A per-channel stage's PE lanes in the calibrated LUT model (``c.cal_lut`` and
+    ``c.cal_lut_runtime`` each)."""
+    per = c.cal_lut * cal.per_pe + (c.cal_lut_runtime * cal.per_runtime_pe if s.runtime
+                                    else 0.0)
+    return per * s.pe

@@ -16,9 +16,9 @@ from fluid_hw.rtl.join_spec import JoinSpec
 from fluid_hw.rtl.stream import credit_depth
 
 from ..partition import LoweringError, main_output
-from ..stage_info import Cursor, FixedPoint, LoweredStage, Values, layer_name
-from ..stages import Resources, queue_latency
-from ._base import StageKind
+from ..stage_info import Cursor, LoweredStage, Values, layer_name
+from ..stages import Resources
+from ._join import join_kind, join_mode, join_output
 from ._matrix import fifo_storage
 
 
@@ -33,8 +33,7 @@ def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredSt
                             f"{other.var!r} arrive in different shapes or orders "
                             f"({list(cur.shape)} / {list(other.shape)}); the accelerator has "
                             "no reordering stage")
-    relu = bool(op.attr("relu"))
-    fmt = FixedPoint(8, 0 if relu else -128, 127, float(op.attr("out_scale")) or None)
+    relu, fmt = join_output(op)
     st = LoweredStage(name, "add", op.type, [i], cur.var, out, cur.shape, cur.shape, cur.fmt,
                       fmt, np.asarray(cur.perm), {}, {"join": "X -> port a, Y -> port b"},
                       {"x": [int(op.attr("x_multiplier")), int(op.attr("x_shift"))],
@@ -46,10 +45,8 @@ def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredSt
 def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode: str
                ) -> JoinSpec:
     (ma, na), (mb, nb) = st.geometry["x"], st.geometry["y"]
-    if values is None:  # a trial spec costing a matrix stage's tail: const, as always
-        mode = "const"
     return JoinSpec(st.name, st.in_shape, ma=ma, na=na, mb=mb, nb=nb, relu=st.relu,
-                    weights_mode=mode)
+                    weights_mode=join_mode(values, mode))
 
 
 #: LUTs and flip-flops of a lane (ECP5)
@@ -89,15 +86,9 @@ def _memories(s: Any, lanes: tuple[int, int]) -> list[tuple[int, int, str]]:
     return [(fifo_storage(depth), 8 * lanes[0], "ram")]
 
 
-KIND = StageKind(
-    name="add", spec=JoinSpec, report_op="quantized_add",
-    matches=lambda program, op: op.type == "quantized_add",
-    lower=_lower, make_spec=_make_spec,
-    cycles=lambda s, lanes: s.in_len // lanes[0],
-    times=lambda s, lanes, t_in: t_in + s.latency + queue_latency(),
-    resources=_resources,
-    memories=_memories,
-    lut=_lut,
+KIND = join_kind(
+    "add", JoinSpec, "quantized_add", lower=_lower, make_spec=_make_spec,
+    resources=_resources, memories=_memories, lut=_lut,
     shape=lambda s: {"in": list(s.in_shape), "out": list(s.out_shape)},
     doc="residual join: element-wise sum of two rescaled int8 streams",
 )

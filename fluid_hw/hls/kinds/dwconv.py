@@ -12,7 +12,6 @@ import numpy as np
 
 from fluid_hw.rtl.dwconv import dwconv_latency
 from fluid_hw.rtl.dwconv_spec import DepthwiseSpec
-from fluid_hw.rtl.requant import PARAM_ENTRY_BITS
 from fluid_hw.rtl.stream import credit_depth
 
 from ..partition import LoweringError
@@ -20,7 +19,6 @@ from ..stage_info import Cursor, LoweredStage, Values
 from ..stages import (
     ReduceConsumer,
     Resources,
-    memory_resources,
     queue_latency,
     swg_resources,
     window_cycles,
@@ -28,7 +26,15 @@ from ..stages import (
 )
 from ._base import StageKind
 from ._image import lower_convolution, row_buffer, window_memories
-from ._matrix import fifo_storage, matrix_arrays, window_args
+from ._matrix import (
+    LaneCosts,
+    fifo_storage,
+    lane_lut,
+    lane_memories,
+    lane_resources,
+    matrix_arrays,
+    window_args,
+)
 
 
 def is_depthwise(program: Any, op: Any) -> bool:
@@ -82,14 +88,10 @@ def _times(s: Any, lanes: tuple[int, int], t_in: np.ndarray) -> np.ndarray:
 
 
 def _memories(s: Any, lanes: tuple[int, int]) -> list[tuple[int, int, str]]:
-    const = "ram" if s.runtime else "rom"
-    out = []
-    for _ in range(s.pe):
-        out.append((s.nf * s.sf, 8, const))       # weights: channel group x kernel position
-        out.append((s.nf, PARAM_ENTRY_BITS, const))  # bias, multiplier, shift
     depth = credit_depth(dwconv_latency(s.requantize), s.sf)  # the unit's output queue
-    out.append((fifo_storage(depth), s.out_bits * s.pe, "ram"))
-    return out + window_memories(s.geometry, s.pe)
+    return [*lane_memories(s, s.nf * s.sf),  # weights: channel group x kernel position
+            (fifo_storage(depth), s.out_bits * s.pe, "ram"),
+            *window_memories(s.geometry, s.pe)]
 
 
 # ---- resource model ----------------------------------------------------------------------
@@ -99,46 +101,30 @@ def _memories(s: Any, lanes: tuple[int, int]) -> list[tuple[int, int, str]]:
 # as the stage's share: the design's count less the convolution's alone (LUT base
 # rounded down: the convolutions' own model is 2..18 % high on these designs).
 #: LUTs beyond the window generator's ``cal.per_window``: issue counters, the delay lines
-#: of the MAC pipeline, the output queue (in units of ``cal.per_window``)
+#: of the MAC pipeline, the output queue (in units of ``cal.per_window``); the stage's
+#: flip-flops (beyond the window generator); its generic (uncalibrated, ECP5) LUTs for
+#: :mod:`..stages`
 DW_LUT_BASE = 1.5
-#: LUTs of one PE lane (accumulator, requantiser lane, weight read) in units of an MVAU
-#: PE's ``cal.per_pe``
-DW_LUT_LANE = 0.88
-#: further LUTs of a lane with runtime weights (distributed-RAM read and write logic),
-#: in units of ``cal.per_runtime_pe``
-DW_LUT_RUNTIME_LANE = 1.35
-#: flip-flops: the stage's own (beyond the window generator), a lane's MAC (weight and
-#: activation registers, two product registers, accumulator), a lane's requantiser
-#: (with requantisation; bias only), and a runtime-weight lane's extra
 DW_FF_BASE = 180
-DW_FF_MAC = 88
-DW_FF_REQUANT = 453
-DW_FF_BIAS_ONLY = 130
-DW_FF_RUNTIME_LANE = 225
-#: generic (uncalibrated, ECP5) LUT figures of the same parts for :mod:`..stages`
 DW_GENERIC_LUT_BASE = 300
-DW_GENERIC_LUT_LANE = 400
-DW_GENERIC_LUT_RUNTIME_LANE = 255
+#: a PE lane: LUTs (accumulator, requantiser lane, weight read: 400 generic, 0.88 of an
+#: MVAU PE's ``cal.per_pe``) and a runtime lane's further LUTs (distributed-RAM read and
+#: write logic: 255 generic, 1.35 of ``cal.per_runtime_pe``); flip-flops of its MAC
+#: (weight and activation registers, two product registers, accumulator), its
+#: requantiser (with requantisation; bias only) and a runtime-weight lane's extra
+DW_LANE = LaneCosts(lut=400, lut_runtime=255, ff=88, ff_requant=453, ff_bias_only=130,
+                    ff_runtime=225, cal_lut=0.88, cal_lut_runtime=1.35)
 
 
 def _resources(s: Any, lanes: tuple[int, int]) -> Resources:
-    rq_ff = DW_FF_REQUANT if s.requantize else DW_FF_BIAS_ONLY
-    lane = Resources(lut=DW_GENERIC_LUT_LANE + (DW_GENERIC_LUT_RUNTIME_LANE if s.runtime else 0),
-                     ff=DW_FF_MAC + rq_ff + (DW_FF_RUNTIME_LANE if s.runtime else 0),
-                     dsp=1 + (2 if s.requantize else 0))
-    total = swg_resources(s.geometry, s.pe) + Resources(lut=DW_GENERIC_LUT_BASE, ff=DW_FF_BASE)
-    for _ in range(s.pe):
-        total = total + lane + memory_resources(s.nf * s.sf, 8, const=not s.runtime) \
-            + memory_resources(s.nf, PARAM_ENTRY_BITS, const=not s.runtime)
-    return total
+    base = swg_resources(s.geometry, s.pe) + Resources(lut=DW_GENERIC_LUT_BASE, ff=DW_FF_BASE)
+    return lane_resources(s, base, s.nf * s.sf, DW_LANE)
 
 
 def _lut(s: Any, lanes: tuple[int, int], cal: Any) -> float:
     """The stage's share of the calibrated LUT model (memories left in logic are added by
     autofold from :func:`_memories`)."""
-    lane = DW_LUT_LANE * cal.per_pe + (DW_LUT_RUNTIME_LANE * cal.per_runtime_pe
-                                       if s.runtime else 0.0)
-    return cal.per_window * (1 + DW_LUT_BASE) + lane * s.pe
+    return cal.per_window * (1 + DW_LUT_BASE) + lane_lut(s, cal, DW_LANE)
 
 
 def _shape(s: Any) -> dict[str, Any]:
