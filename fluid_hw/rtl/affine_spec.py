@@ -76,7 +76,8 @@ class AffineSpec(_ShapeMixin, _PerChannel):
         from .affine import affine_model
 
         x = np.asarray(x)
-        y = affine_model(x.reshape(len(x), -1, self.mh), self.weights, self.bias,
+        y = affine_model(x.reshape(len(x), -1, self.mh), self._model_weights(self.weights),
+                         self.bias,
                          self.multiplier if self.requantize else None, self.shift, self.relu)
         return y.reshape(len(x), -1).astype(np.int64)
 

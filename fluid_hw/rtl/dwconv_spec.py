@@ -94,7 +94,8 @@ class DepthwiseSpec(_WindowMixin, _PerChannel):
         from .dwconv import depthwise_model
 
         c, h, w = self.in_shape
-        return np.stack([depthwise_model(v.reshape(h, w, c), self.weights, self.geometry,
+        return np.stack([depthwise_model(v.reshape(h, w, c), self._model_weights(self.weights),
+                                         self.geometry,
                                          self.bias,
                                          self.multiplier if self.requantize else None,
                                          self.shift, self.relu).reshape(-1)

@@ -51,7 +51,7 @@ def _pair(name: str, what: str, v: int | tuple[int, ...]) -> tuple[int, int]:
     t = (v, v) if isinstance(v, int) else tuple(int(x) for x in v)
     if len(t) != 2:
         raise HardwareConfigError(f"{name}: {what} must be an int or a pair, got {v!r}")
-    return t  # type: ignore[return-value]
+    return t
 
 
 def _pads(name: str, v: int | tuple[int, ...]) -> tuple[int, int, int, int]:
@@ -62,7 +62,7 @@ def _pads(name: str, v: int | tuple[int, ...]) -> tuple[int, int, int, int]:
     if len(t) != 4:
         raise HardwareConfigError(f"{name}: padding must be an int, a pair or 4 values "
                                   f"(top, left, bottom, right), got {v!r}")
-    return t  # type: ignore[return-value]
+    return t
 
 
 def _digest(a: np.ndarray | None) -> str | None:
@@ -88,13 +88,37 @@ class StageSpec:
     #: input streams (a join takes two) and the component's port for each
     n_inputs = 1
     input_ports: tuple[str, ...] = ("i",)
-    #: stream format
-    in_len: int
-    out_len: int
-    in_lanes: int
-    out_lanes: int
-    out_bits: int = 8
-    runtime: bool = False
+    # stream format: each kind says (properties: most derive it from their shape)
+    @property
+    def in_len(self) -> int:
+        """Elements per inference in."""
+        raise NotImplementedError
+
+    @property
+    def out_len(self) -> int:
+        """Elements per inference out."""
+        raise NotImplementedError
+
+    @property
+    def in_lanes(self) -> int:
+        """Elements per input beat."""
+        raise NotImplementedError
+
+    @property
+    def out_lanes(self) -> int:
+        """Elements per output beat."""
+        raise NotImplementedError
+
+    @property
+    def out_bits(self) -> int:
+        """Bits per output element."""
+        return 8
+
+    @property
+    def runtime(self) -> bool:
+        """Whether the stage's parameters are written at run time."""
+        return False
+
 
     def validate(self) -> None:  # pragma: no cover - overridden
         pass
@@ -201,6 +225,7 @@ class _WindowMixin(StageSpec):
     kernel: int | tuple[int, int]
     stride: int | tuple[int, int] | None
     padding: int | tuple[int, ...]
+    dilation: int | tuple[int, int]  # the kinds that have one (convolutions)
 
     def _normalise_window(self) -> None:
         """In ``__post_init__``: pairs and (top, left, bottom, right) pads; a stride of
@@ -208,9 +233,9 @@ class _WindowMixin(StageSpec):
         self.in_shape = tuple(int(v) for v in self.in_shape)  # type: ignore[assignment]
         self.kernel = _pair(self.name, "kernel", self.kernel)
         self.stride = _pair(self.name, "stride",
-                            self.kernel if self.stride is None else self.stride)  # type: ignore
+                            self.kernel if self.stride is None else self.stride)
         if hasattr(self, "dilation"):
-            self.dilation = _pair(self.name, "dilation", self.dilation)  # type: ignore
+            self.dilation = _pair(self.name, "dilation", self.dilation)
         self.padding = _pads(self.name, self.padding)
 
     def _check_window(self) -> None:
@@ -224,7 +249,7 @@ class _WindowMixin(StageSpec):
     @property
     def geometry(self) -> WindowGeometry:
         c, h, w = self.in_shape
-        return WindowGeometry(c, h, w, self.kernel, self.stride, self.padding,  # type: ignore
+        return WindowGeometry(c, h, w, self.kernel, self.stride, self.padding,  # type: ignore[arg-type]
                               getattr(self, "dilation", (1, 1)))
 
     @property
@@ -233,18 +258,18 @@ class _WindowMixin(StageSpec):
         return (self._out_channels(), oh, ow)
 
     @property
-    def in_len(self) -> int:  # type: ignore[override]
+    def in_len(self) -> int:
         c, h, w = self.in_shape
         return c * h * w
 
     @property
-    def out_len(self) -> int:  # type: ignore[override]
+    def out_len(self) -> int:
         m, oh, ow = self.out_shape
         return m * oh * ow
 
     def _window_structure(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "in_shape": list(self.in_shape),
-                "kernel": list(self.kernel), "stride": list(self.stride),  # type: ignore
+                "kernel": list(self.kernel), "stride": list(self.stride),  # type: ignore[arg-type]
                 "padding": list(self.padding)}  # type: ignore[arg-type]
 
 
@@ -264,11 +289,11 @@ class _FollowLanes(StageSpec):
                                       f"the {self._lane_unit()} {what}")
 
     @property
-    def in_lanes(self) -> int:  # type: ignore[override]
+    def in_lanes(self) -> int:
         return self.lanes or 1
 
     @property
-    def out_lanes(self) -> int:  # type: ignore[override]
+    def out_lanes(self) -> int:
         return self.lanes or 1
 
     def lanes_after(self, prev: int) -> tuple[int, int]:
@@ -296,11 +321,11 @@ class _ShapeMixin(StageSpec):
         return self.shape
 
     @property
-    def in_len(self) -> int:  # type: ignore[override]
+    def in_len(self) -> int:
         return int(np.prod(self.shape))
 
     @property
-    def out_len(self) -> int:  # type: ignore[override]
+    def out_len(self) -> int:
         return self.in_len
 
 
@@ -361,6 +386,13 @@ class _MatrixMixin(StageSpec):
     def matrix(self) -> np.ndarray | None:
         raise NotImplementedError
 
+    def _model_weights(self, w: np.ndarray | None) -> np.ndarray:
+        """``w`` (the stage's weights), which the behavioural model needs."""
+        if w is None:
+            raise HardwareConfigError(f"stage {self.name!r}: the behavioural model needs "
+                                      "the weight array (this runtime stage has none)")
+        return w
+
     def _unit_kwargs(self, ff_style: str) -> dict[str, Any]:
         """Keyword arguments of the MVAU behind the stage."""
         kw: dict[str, Any] = dict(bias=self.bias, multiplier=self.multiplier,
@@ -374,11 +406,11 @@ class _MatrixMixin(StageSpec):
         return kw
 
     @property
-    def runtime(self) -> bool:  # type: ignore[override]
+    def runtime(self) -> bool:
         return self.weights_mode == "runtime"
 
     @property
-    def out_bits(self) -> int:  # type: ignore[override]
+    def out_bits(self) -> int:
         return 8 if self.requantize else 32
 
     @property
@@ -494,19 +526,19 @@ class MVAUSpec(_MatrixFields):
         return None if self.weights is None else np.asarray(self.weights)
 
     @property
-    def in_len(self) -> int:  # type: ignore[override]
+    def in_len(self) -> int:
         return self.mw
 
     @property
-    def out_len(self) -> int:  # type: ignore[override]
+    def out_len(self) -> int:
         return self.mh
 
     @property
-    def in_lanes(self) -> int:  # type: ignore[override]
+    def in_lanes(self) -> int:
         return self.simd
 
     @property
-    def out_lanes(self) -> int:  # type: ignore[override]
+    def out_lanes(self) -> int:
         return self.pe
 
     def structure(self) -> dict[str, Any]:
@@ -528,7 +560,7 @@ class MVAUSpec(_MatrixFields):
     def model(self, x: np.ndarray) -> np.ndarray:
         from .mvau import mvau_model
 
-        return np.asarray(mvau_model(x, self.matrix(), self.bias,
+        return np.asarray(mvau_model(x, self._model_weights(self.matrix()), self.bias,
                                      self.multiplier if self.requantize else None,
                                      self.shift, self.relu), np.int64)
 
@@ -593,11 +625,11 @@ class ConvSpec(_WindowMixin, _MatrixFields):
         return np.asarray(self.weights).transpose(0, 2, 3, 1).reshape(self.out_channels, -1)
 
     @property
-    def in_lanes(self) -> int:  # type: ignore[override]
+    def in_lanes(self) -> int:
         return self.window_lanes
 
     @property
-    def out_lanes(self) -> int:  # type: ignore[override]
+    def out_lanes(self) -> int:
         return self.pe
 
     def structure(self) -> dict[str, Any]:
@@ -623,8 +655,9 @@ class ConvSpec(_WindowMixin, _MatrixFields):
         from .conv import conv2d_model
 
         c, h, w = self.in_shape
-        return np.stack([conv2d_model(v.reshape(h, w, c), self.weights, self.geometry,
-                                      self.bias, self.multiplier if self.requantize else None,
+        return np.stack([conv2d_model(v.reshape(h, w, c), self._model_weights(self.weights),
+                                      self.geometry, self.bias,
+                                      self.multiplier if self.requantize else None,
                                       self.shift, self.relu).reshape(-1)
                          for v in np.asarray(x)]).astype(np.int64)
 
@@ -666,7 +699,7 @@ class MaxPoolSpec(_WindowMixin, _FollowLanes):
 
     @classmethod
     def from_structure(cls, st: dict[str, Any]) -> MaxPoolSpec:
-        return cls(st["name"], tuple(st["in_shape"]), kernel=tuple(st["kernel"]),  # type: ignore
+        return cls(st["name"], tuple(st["in_shape"]), kernel=tuple(st["kernel"]),
                    stride=tuple(st["stride"]), padding=tuple(st["padding"]),
                    lanes=structure_lanes(st))
 
@@ -694,7 +727,7 @@ class _ModeMixin(StageSpec):
     weights_mode: str
 
     @property
-    def runtime(self) -> bool:  # type: ignore[override]
+    def runtime(self) -> bool:
         return self.weights_mode == "runtime"
 
     def _check_mode(self) -> None:

@@ -72,7 +72,7 @@ def requant_arrays(st: Any, values: Values, channels: int) -> dict[str, np.ndarr
 
 
 def matrix_arrays(st: Any, values: Values | None, mode: str,
-                  arrange: Any = lambda w: w) -> tuple[dict[str, np.ndarray], str]:
+                  arrange: Any = lambda w: w) -> tuple[dict[str, Any], str]:
     """A matrix-like stage's weights (``arrange``-d from the program's layout), bias,
     multiplier and shift from ``values``, and its weights mode; with no values (a
     trial spec for costing) no arrays, and a requantising stage is costed as runtime."""
@@ -82,7 +82,7 @@ def matrix_arrays(st: Any, values: Values | None, mode: str,
     return {}, "runtime" if st.requantize else mode
 
 
-def window_args(st: Any) -> dict[str, tuple[int, ...]]:
+def window_args(st: Any) -> dict[str, Any]:
     """The window keyword arguments of a convolution spec from a stage's geometry."""
     g = st.geometry
     return {"kernel": tuple(g["filter"][2:]), "stride": tuple(g["stride"]),

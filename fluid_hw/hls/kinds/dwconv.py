@@ -68,7 +68,7 @@ def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode
     arrays, mode = matrix_arrays(st, values, mode)
     return DepthwiseSpec(st.name, st.in_shape, pe=pe, relu=st.relu,  # type: ignore[arg-type]
                          weights_mode=mode, requantize=st.requantize, **window_args(st),
-                         **arrays)  # type: ignore[arg-type]
+                         **arrays)
 
 
 def _cycles(s: Any, lanes: tuple[int, int]) -> int:
