@@ -285,7 +285,9 @@ def _step_write_report(st: BitstreamState) -> str:
     keys = _report_keys(report, specs, res, st.estimate, uart, top,
                         time.monotonic() - st.t0)
     keys["bitstream"].update(extra)
-    bd.update_report("bitstream", keys)
+    # a new Fmax: simulate's figures at the old one go (with a measured II, this step's
+    # throughput_per_s is already measured cycles x Fmax: bitstream.ii_source)
+    bd.update_report("bitstream", keys, drop=("measured_at_fmax",))
     if not res.timing_met:
         cp = res.critical_path
         tell(opt.progress, f"WARNING: timing NOT met: Fmax {res.fmax_mhz} MHz < "
@@ -379,6 +381,7 @@ def _report_keys(rep: Mapping[str, Any], specs: Sequence[StageSpec], res: Bitstr
     info = keys["bitstream"]
     info.update({
         "file": res.bitstream.name, "uart": dict(uart),
+        "ii_source": "measured" if measured.get("initiation_interval") else "estimate",
         "throughput_at_clock_per_s": res.clock_mhz * 1e6 / ii if ii else None,
         "latency_at_clock_us": lat / res.clock_mhz if lat else None,
         "estimate": dict(est), "placer": info.get("placer"),

@@ -263,8 +263,35 @@ def _step_measure(st: SimulateState) -> str:
                     "overall": total / lanes / ii}
     st.keys["mac_utilisation"] = util
     est = b.report.get("estimate", {})
-    return (f"II {ii:g} (estimated {est.get('initiation_interval')}), latency "
-            f"{m['latency_cycles']:g} (estimated {est.get('latency_cycles')}) cycles")
+    msg = (f"II {ii:g} (estimated {est.get('initiation_interval')}), latency "
+           f"{m['latency_cycles']:g} (estimated {est.get('latency_cycles')}) cycles")
+    at_fmax = _at_fmax(b.report, b.lowered.specs, ii, m["latency_cycles"])
+    if at_fmax is not None:
+        st.keys["measured_at_fmax"] = at_fmax
+        msg += (f"; at the bitstream's Fmax {at_fmax['fmax_mhz']:g} MHz: "
+                f"{at_fmax['throughput_per_s']:.0f} inferences/s")
+        if at_fmax["throughput_vs_multiplier_bound"] is not None:
+            msg += f", {100 * at_fmax['throughput_vs_multiplier_bound']:.0f} % of the bound"
+    return msg
+
+
+def _at_fmax(report: dict[str, Any], specs: Any, ii: float, latency: float
+             ) -> dict[str, Any] | None:
+    """Measured cycles x the post-route Fmax of this build's bitstream (when one was
+    built: the manifest guarantees it is of this design), and the share of the device's
+    multiplier bound (every multiplier one MAC a cycle at Fmax) -- the figures the
+    throughput goals are stated in."""
+    fmax = report.get("fmax_mhz")
+    if not fmax or not ii or not np.isfinite(ii):
+        return None
+    macs = sum(mac_count(s) for s in specs)
+    dsp = (report.get("resources_available") or {}).get("dsp")
+    tput = fmax * 1e6 / ii
+    bound = dsp * fmax * 1e6 / macs if dsp and macs else None
+    return {"fmax_mhz": fmax, "initiation_interval": ii, "throughput_per_s": tput,
+            "latency_us": latency / fmax if latency and np.isfinite(latency) else None,
+            "macs_per_inference": macs, "multiplier_bound_per_s": bound,
+            "throughput_vs_multiplier_bound": tput / bound if bound else None}
 
 
 def _accuracy(outputs: np.ndarray, labels: np.ndarray) -> float:
