@@ -36,6 +36,7 @@ from . import sim as _sim  # noqa: F401  (registers the "sim" transport)
 from .build_dir import (
     BuildDir,
     BuildDirError,
+    HostFile,
     _image_check,
     _savez_bytes,
     atomic_write_file,
@@ -88,20 +89,9 @@ def load_param_image(path: str | os.PathLike[str]) -> list[tuple[int, np.ndarray
     return read_param_image(p, z, bad)
 
 
-@dataclass(frozen=True)
-class HostInfo:
-    """``host/host.json``: the host side of the partition."""
-
-    feeds: list[str]
-    fetches: list[str]
-    hw_input: str
-    hw_output: str
-    in_perm: np.ndarray
-    out_perm: np.ndarray
-    in_shape: tuple[int, ...]
-    out_shape: tuple[int, ...]
-    weights: str
-    design_hash: str
+class HostInfo(HostFile):
+    """``host/host.json``: the host side of the partition (:class:`HostFile`, read by
+    its path)."""
 
     @classmethod
     def read(cls, path: Path) -> HostInfo:
