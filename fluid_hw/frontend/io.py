@@ -75,10 +75,12 @@ def get_program_persistable_vars(program: Program) -> list[Variable]:
 # -- saving / loading variables ---------------------------------------------
 def _value_of(scope: Scope, var: Variable) -> np.ndarray:
     v = scope.find_value(var.name)
+    if isinstance(v, LoDTensor):
+        v = v.data
     if v is None:
         raise FormatError(f"variable {var.name!r} has no value in the scope; run the startup "
                           "program (or load the parameters) before saving")
-    return v.data if isinstance(v, LoDTensor) else np.asarray(v)
+    return np.asarray(v)
 
 
 def save_vars(executor: Any, dirname: str | os.PathLike[str],
@@ -184,7 +186,7 @@ def load_program(path: str | os.PathLike[str]) -> Program:
 
 
 def save_inference_model(dirname: str | os.PathLike[str], feeded_var_names: Sequence[str],
-                         target_vars: Sequence[Variable] | Variable, executor: Any,
+                         target_vars: Sequence[Variable | str] | Variable, executor: Any,
                          main_program: Program | None = None,
                          model_filename: str | None = None,
                          params_filename: str | None = None,
@@ -207,13 +209,7 @@ def save_inference_model(dirname: str | os.PathLike[str], feeded_var_names: Sequ
             raise FormatError(f"save_inference_model: target {t!r} is not a variable of the "
                               "program")
     inf = prune(program.clone(for_test=True), feeded_var_names, targets)
-    ib = inf.global_block()
-    feed = ib.create_var(name="feed", type=VarType.FEED_MINIBATCH, persistable=True)
-    fetch = ib.create_var(name="fetch", type=VarType.FETCH_LIST, persistable=True)
-    for i, n in enumerate(feeded_var_names):
-        ib._insert_op(i, "feed", {"X": feed}, {"Out": n}, {"col": i}, infer_shape=False)
-    for i, n in enumerate(targets):
-        ib.append_op("fetch", {"X": n}, {"Out": fetch}, {"col": i}, infer_shape=False)
+    inf.add_feed_fetch_ops(feeded_var_names, targets)
     d = Path(dirname)
     saved = save_vars(executor, d, inf, predicate=is_persistable, filename=params_filename,
                       scope=global_scope())
@@ -234,11 +230,10 @@ def load_inference_model(dirname: str | os.PathLike[str], executor: Any,
     program = Program.parse_from_string(read_file(model, kind="program", root=d),
                                         source=str(model))
     gb = program.global_block()
-    feeds = sorted((op.attr("col"), op.output("Out")[0]) for op in gb.ops if op.type == "feed")
-    fetches = sorted((op.attr("col"), op.input("X")[0]) for op in gb.ops if op.type == "fetch")
+    fetches = program.get_fetch_target_names()
     if not fetches:
         raise FormatError(f"{d / (model_filename or MODEL_FILENAME)}: not an inference model "
                           "(no fetch ops); save it with save_inference_model")
     load_vars(executor, d, program, predicate=is_persistable, filename=params_filename,
               scope=scope)
-    return program, [n for _, n in feeds], [gb.var(n) for _, n in fetches]
+    return program, program.get_feed_target_names(), [gb.var(n) for n in fetches]

@@ -30,13 +30,14 @@ from ..errors import PassError, unknown_name
 from ..ir.lod import LoDTensor
 from ..ir.program import Program
 from ..ir.scope import Scope
+from ..registries import register_once
 
 
 class Runner(Protocol):
     """The executor a pass may use: ``fluid_hw.Executor`` satisfies it."""
 
-    def run(self, program: Any = None, feed: Any = None, fetch_list: Any = None,
-            **kwargs: Any) -> list[Any]: ...
+    def run(self, program: Any = None, feed: Any = None, fetch_list: Any = None, *,
+            scope: Any = None) -> list[Any]: ...
 
 
 #: where parameter values live: a Scope or a plain dict of arrays
@@ -130,9 +131,8 @@ def register_pass(cls: P) -> P:
     """Class decorator: make a pass available to :func:`get_pass` by its ``name``."""
     if not cls.name:
         raise ValueError(f"{cls.__name__} has no name")
-    if cls.name in _PASSES:
-        raise ValueError(f"pass {cls.name!r} registered twice")
-    _PASSES[cls.name] = cls
+    as_pass: type[Pass] = cls
+    register_once(_PASSES, cls.name, as_pass, "pass")
     return cls
 
 

@@ -31,6 +31,7 @@ from ...ir import dtypes
 from ...ir.lod import LoDTensor
 from ...ir.ops.math import reduce_axes, reduce_shape
 from ...ir.ops.nn import window_geometry
+from ...registries import register_once
 from ..cpu.context import CHECK_KERNELS, KernelContext, lod_tensor
 from ..cpu.kernels import get_kernel
 from ..cpu.kernels.nn import pool_geometry
@@ -50,9 +51,7 @@ _DEVICE: dict[str, DeviceKernel] = {}
 def register_device_kernel(*op_types: str) -> Callable[[DeviceKernel], DeviceKernel]:
     def deco(fn: DeviceKernel) -> DeviceKernel:
         for t in op_types:
-            if t in _DEVICE:
-                raise ValueError(f"device kernel for {t!r} registered twice")
-            _DEVICE[t] = fn
+            register_once(_DEVICE, t, fn, "device kernel for")
         return fn
 
     return deco
@@ -117,7 +116,7 @@ class DeviceKernelContext(KernelContext):
                  on_host: bool = False) -> None:
         super().__init__(op, index, executor)
         self.runtime = runtime
-        self.xp = runtime.xp  # type: ignore[misc]
+        self.xp = runtime.xp
         self.on_host = on_host
 
     def _lookup(self, name: str) -> Any:
