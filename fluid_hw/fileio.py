@@ -39,11 +39,13 @@ __all__ = ["LIMITS", "ArrayCheck", "atomic_write", "atomic_write_text", "read_fi
            "read_npy", "read_npz"]
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes, *, durable: bool = True) -> None:
+def atomic_write(path: str | os.PathLike[str], data: bytes, *, durable: bool = True,
+                 mode: int | None = None) -> None:
     """Write ``data`` to ``path`` via a temporary file in the same folder and a rename.
 
     A crash leaves either the old file or the new one, never a mix, and no
-    temporary behind.  ``durable`` also fsyncs the file and its folder.
+    temporary behind.  ``durable`` also fsyncs the file and its folder; ``mode``
+    (e.g. 0o644) replaces the temporary file's 0600 before the rename.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -54,6 +56,8 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, durable: bool = T
             if durable:
                 f.flush()
                 os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -40,7 +40,6 @@ import hashlib
 import json
 import os
 import stat
-import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -122,20 +121,7 @@ def _umask() -> int:
 
 def atomic_write_file(path: str | os.PathLike[str], data: bytes) -> None:
     """``fileio.atomic_write`` with the build folder's file mode (0644 less the umask)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.{os.getpid()}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, _MODE & ~_umask())
-        os.replace(tmp, p)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    fileio.atomic_write(path, data, mode=_MODE & ~_umask())
 
 
 def normalise_modes(path: str | os.PathLike[str]) -> None:
