@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 import fluid_hw as fluid
-from fluid_hw.backends.fpga import compile_program, load_build, param_image_for, read_report
+from fluid_hw.backends.fpga import compile_program, load_build, read_report
 from fluid_hw.backends.fpga import simulate as simulate_build
-from fluid_hw.drivers import Accelerator
 from fluid_hw.frontend import models
 from fluid_hw.hls.folding import FoldingBudget
+from tests.backends.fpga._reload import assert_reload_is_bit_exact
 
 pytestmark = pytest.mark.slow
 
@@ -146,15 +146,4 @@ def _second_weight_set(out) -> None:
               dw.params["multiplier"]: rng.integers(1, 2**15, old["multiplier"].shape)
               .astype(np.int32)}
     x = _data((2, 4, 4), 2)[:16]
-    golden = fluid.Scope(b.scope)
-    golden.vars.update(values)
-    part = b.lowered.partition
-    (want,) = fluid.Executor().run(b.program, feed={"x": x}, fetch_list=[part.hw_output],
-                                   scope=golden)
-    with Accelerator.open(out, "sim") as acc:
-        acc.run(x)
-        before = acc.last.hw_outputs
-        acc.load(param_image_for(b, values))
-        acc.run(x)
-        np.testing.assert_array_equal(acc.last.hw_outputs, want)
-    assert not np.array_equal(before, want)  # the new weights changed the outputs
+    assert_reload_is_bit_exact(out, b, values, x)
