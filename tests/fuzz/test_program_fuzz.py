@@ -24,17 +24,16 @@ import json
 import random
 import resource
 import signal
-import subprocess
 import sys
 import time
 import traceback
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.fuzz._child import run_fuzz_child
+
 SEED = 14
 CASES = 1000
 #: address space the cases may add to what the child maps after its imports
@@ -402,31 +401,9 @@ def main(argv: list[str] | None = None) -> int:
 
 # -- the test -----------------------------------------------------------------------------
 
-def _rows(out: str) -> list[dict]:
-    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-
-
 def test_mutated_programs_load_and_run_or_raise_a_fluid_error():
-    cmd = [sys.executable, "-m", "tests.fuzz.test_program_fuzz", "--seed", str(SEED),
-           "--cases", str(CASES), "--memory-mib", str(MEMORY_MIB)]
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=ROOT)
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        started = [r for r in _rows(out) if "start" in r]
-        pytest.fail(f"the fuzz child hung in {started[-1] if started else 'start-up'}")
-    rows = _rows(done.stdout)
-    started = [r for r in rows if "start" in r]
-    assert done.returncode == 0 and rows and "done" in rows[-1], (
-        f"the fuzz child died (status {done.returncode}) in "
-        f"{started[-1] if started else 'start-up'}:\n{done.stderr[-3000:]}")
-    results = [r for r in rows if "outcome" in r]
-    assert len(results) == CASES
-    foreign = [r for r in results if r["outcome"] == "foreign"]
-    assert not foreign, "\n\n".join(
-        f"case {r['case']} ({r['what']}): {r['type']}: {r['message']}\n{r['traceback']}"
-        for r in foreign[:5])
-    counts = rows[-1]["done"]
+    _, counts = run_fuzz_child("tests.fuzz.test_program_fuzz", seed=SEED, cases=CASES,
+                               memory_mib=MEMORY_MIB, timeout=240)
     # the mutants reach every stage: refused on load, run, and failing in a kernel
     assert min(counts["ok"], counts["refused"], counts["failed"]) > CASES // 20, counts
 
