@@ -1,4 +1,5 @@
-"""Gradient-check cases for erf, hard_sigmoid, hard_swish, where, expand and cumsum."""
+"""Gradient-check cases for erf, hard_sigmoid, hard_swish, where, expand, cumsum,
+reduce_min and reduce_prod."""
 
 import numpy as np
 
@@ -31,4 +32,10 @@ CASES = [
     GradCase("cumsum", {"X": f64(3, 4)}, {"axis": 1}, id="cumsum-axis1"),
     GradCase("cumsum", {"X": f64(3, 4)}, {"axis": 0, "exclusive": True, "reverse": True},
              id="cumsum-exclusive-reverse"),
+    GradCase("reduce_min", {"X": f64(3, 4)}, {"dim": [1]}, id="reduce_min-axis1"),
+    GradCase("reduce_min", {"X": f64(2, 3, 4)}, {"reduce_all": True}, id="reduce_min-all"),
+    GradCase("reduce_prod", {"X": f64(3, 4, low=0.5, high=1.5)}, {"dim": [0]},
+             id="reduce_prod-axis0"),
+    GradCase("reduce_prod", {"X": f64(2, 3, 4)}, {"dim": [0, 2], "keep_dim": True},
+             id="reduce_prod-two-axes"),
 ]

@@ -5,7 +5,7 @@ pair of :data:`._pairs.PAIRS`, and the op-specific exporters below.  An exporter
 reads the op's inputs, outputs and attributes and appends nodes through an
 :class:`~._context.ExportCtx`; the op's output variables keep their names as
 ONNX tensor names.  Nodes use the forms of the export opset (13 and newer:
-axes of Squeeze/Unsqueeze/ReduceSum/Split as inputs; ReduceMean/ReduceMax take
+axes of Squeeze/Unsqueeze/ReduceSum/Split as inputs; ReduceMean/Max/Min/Prod take
 them as inputs from 18).
 """
 
@@ -519,6 +519,8 @@ _SPECIAL: dict[str, OpExport] = {
     "reduce_sum": OpExport(_reduce("ReduceSum", 13), "ReduceSum"),
     "reduce_mean": OpExport(_reduce("ReduceMean", 18), "ReduceMean"),
     "reduce_max": OpExport(_reduce("ReduceMax", 18), "ReduceMax"),
+    "reduce_min": OpExport(_reduce("ReduceMin", 18), "ReduceMin"),
+    "reduce_prod": OpExport(_reduce("ReduceProd", 18), "ReduceProd"),
     "mean": OpExport(_mean, "ReduceMean"),
     "lookup_table": OpExport(_lookup_table, "Squeeze, Gather"),
     "arg_max": OpExport(_arg_max, "ArgMax"),

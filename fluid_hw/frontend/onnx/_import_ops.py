@@ -694,8 +694,16 @@ def _reduce(fluid: str, since_input: int) -> Converter:
         everything = not dims or len(dims) == rank
         shape = ctx.shape(0)
         if fluid == "reduce_max" and any(shape[d] == 0 for d in (dims or range(rank))):
-            ctx.fail(f"reducing an empty axis of {shape}: fluid-hw's reduce_max has no "
-                     "identity value (ONNX gives -inf)")
+            # the max over nothing is ONNX's identity (-inf, the lowest integer, False),
+            # a constant when the output's shape is known here
+            out_shape = [1 if k in (dims or range(rank)) else d for k, d in enumerate(shape)
+                         if keep or k not in (dims or range(rank))]
+            if any(d < 0 for d in out_shape):
+                ctx.fail(f"reducing an empty axis of {shape} with run-time dims")
+            dt = ctx.dtype(0)
+            low = -np.inf if dt.kind == "f" else False if dt.kind == "b" else np.iinfo(dt).min
+            ctx.bind(0, np.full(out_shape, low, dt))
+            return
         attrs = {"dim": dims or [0], "keep_dim": keep, "reduce_all": not dims}
         y = ctx.emit(fluid, {"X": x}, attrs, out=None if everything and not keep else 0)
         if everything and not keep:
@@ -1044,6 +1052,8 @@ _SPECIAL: dict[str, OpImport] = {
     "ReduceMean": OpImport(_reduce("reduce_mean", 18), "reduce_mean", (1,)),
     "ReduceSum": OpImport(_reduce("reduce_sum", 13), "reduce_sum", (1,)),
     "ReduceMax": OpImport(_reduce("reduce_max", 18), "reduce_max", (1,)),
+    "ReduceMin": OpImport(_reduce("reduce_min", 18), "reduce_min", (1,)),
+    "ReduceProd": OpImport(_reduce("reduce_prod", 18), "reduce_prod", (1,)),
     "ArgMax": OpImport(_arg_max, "arg_max"),
     # recurrent
     "LSTM": OpImport(_recurrent, "sequence_unpad, mul, lstm, sequence_pad/pool",

@@ -1,6 +1,6 @@
 """Ops that ONNX models need and no composition of other fluid ops expresses exactly,
 named and defined as in Paddle 1.5: ``erf``, ``hard_sigmoid``, ``hard_swish``,
-``where``, ``expand`` (tiling) and ``cumsum``."""
+``where``, ``expand`` (tiling), ``cumsum``, ``reduce_min`` and ``reduce_prod``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import math
 
 from .. import dtypes
 from ..registry import Attr, InferContext, Slot, define_op
+from .math import _reduce
 
 
 def _same(ctx: InferContext) -> None:
@@ -84,6 +85,18 @@ def _infer_cumsum(ctx: InferContext) -> None:
     ctx.share("X", "Out")
 
 
+for _name, _what in (("reduce_min", "minimum"), ("reduce_prod", "product")):
+    define_op(
+        _name, ["X"], ["Out"],
+        [Attr("dim", "ints", [0], doc="axes to reduce; negative counts from the end"),
+         Attr("keep_dim", "bool", False, doc="keep reduced axes as size 1"),
+         Attr("reduce_all", "bool", False, doc="reduce every axis (ignores dim)")],
+        doc=f"Out = {_what} of X over the axes in `dim` (all of them with reduce_all); "
+            "over an empty axis the identity (min: +inf, or the type's largest value; "
+            "prod: 1).",
+    )(_reduce)
+
+
 def _declare() -> None:
     from ..grad import define_default_grad
     from ..registry import mark_category
@@ -94,6 +107,9 @@ def _declare() -> None:
     define_default_grad("where", uses=("Condition", "X", "Y"), in_grads=("X", "Y"))
     define_default_grad("expand", uses=("X",))
     define_default_grad("cumsum", uses=("X",))
+    # reduce_min routes Out@GRAD to every element equal to the minimum (as reduce_max)
+    define_default_grad("reduce_min", uses=("X", "Out"))
+    define_default_grad("reduce_prod", uses=("X", "Out"))
 
 
 _declare()

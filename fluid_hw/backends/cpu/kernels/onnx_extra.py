@@ -1,5 +1,5 @@
 """Kernels of ``ir/ops/onnx_extra.py``: erf, hard_sigmoid, hard_swish, where, expand,
-cumsum, and their gradients."""
+cumsum, reduce_min, reduce_prod, and their gradients."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from typing import Any
 
 import numpy as np
 
+from ....ir.ops.math import reduce_axes, reduce_shape
 from ..context import KernelContext
 from . import Kernel, register_kernel
+from .math import reduce_max_grad
 
 _ERF = np.frompyfunc(math.erf, 1, 1)
 
@@ -140,3 +142,59 @@ def _cumsum_grad(ctx: KernelContext) -> None:
     axis = 0 if a["flatten"] else a["axis"] % max(x.ndim, 1)
     g = cumsum(d, axis, a["exclusive"], not a["reverse"])
     ctx.set_output("X@GRAD", g.reshape(x.shape))
+
+
+def _largest(dt: np.dtype) -> Any:
+    return np.inf if dt.kind == "f" else True if dt.kind == "b" else np.iinfo(dt).max
+
+
+def _reduce_min(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
+    return np.min(x, axes, keepdims=keep, initial=_largest(x.dtype))
+
+
+def _reduce_prod(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
+    # float16 multiplies in float32, as the sums of reduce_sum
+    return np.prod(x, axes, keepdims=keep,
+                   dtype=np.float32 if x.dtype == np.float16 else x.dtype)
+
+
+def _make_reduce(fn: Callable[..., np.ndarray]) -> Kernel:
+    def kernel(ctx: KernelContext) -> None:
+        x, lod = ctx.input_with_lod("X")
+        a = ctx.attrs
+        axes = reduce_axes(x.ndim, a["dim"], a["reduce_all"])
+        out = np.asarray(fn(x, axes, a["keep_dim"])).astype(x.dtype, copy=False)
+        keep_lod = len(axes) < x.ndim and 0 not in axes
+        ctx.set_output("Out", out.reshape(reduce_shape(x.shape, axes, a["keep_dim"])),
+                       lod=lod if keep_lod else None)
+
+    return kernel
+
+
+register_kernel("reduce_min")(_make_reduce(_reduce_min))
+register_kernel("reduce_prod")(_make_reduce(_reduce_prod))
+# every element equal to its minimum gets the whole gradient (ties: all of them)
+register_kernel("reduce_min_grad")(reduce_max_grad)
+
+
+@register_kernel("reduce_prod_grad")
+def _reduce_prod_grad(ctx: KernelContext) -> None:
+    """dX = dOut * (product of the other elements of X's window), computed without
+    dividing so that zeros in X are exact."""
+    if not ctx.has_output("X@GRAD"):
+        return
+    x, d, a = ctx.input("X"), ctx.input("Out@GRAD"), ctx.attrs
+    axes = reduce_axes(x.ndim, a["dim"], a["reduce_all"])
+    d = d.reshape(reduce_shape(x.shape, axes, True))
+    # move the reduced axes to the end, flatten them: products of the others are
+    # exclusive prefix products times exclusive suffix products
+    rest = [k for k in range(x.ndim) if k not in axes]
+    xt = np.transpose(x, rest + list(axes))
+    flat = xt.reshape(*xt.shape[:len(rest)], -1)
+    ones = np.ones_like(flat[..., :1])
+    pre = np.cumprod(np.concatenate([ones, flat[..., :-1]], -1), -1)
+    suf = np.flip(np.cumprod(np.concatenate([ones, np.flip(flat, -1)[..., :-1]], -1), -1), -1)
+    others = (pre * suf).reshape(xt.shape)
+    inv = np.argsort(rest + list(axes))
+    g = np.transpose(others, inv) * d
+    ctx.set_output("X@GRAD", g.astype(x.dtype, copy=False))
