@@ -128,7 +128,7 @@ class QuantConfig:
     fuse: bool = True
 
     def __post_init__(self) -> None:
-        if self.weight_bits not in WEIGHT_DTYPE:
+        if self.weight_bits not in (4, 8, 16):
             raise QuantizationError(f"weight_bits={self.weight_bits}: use 4, 8 or 16")
         if self.activation_bits not in (8, 16):
             raise QuantizationError(f"activation_bits={self.activation_bits}: use 8 or 16")

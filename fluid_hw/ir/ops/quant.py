@@ -12,16 +12,25 @@ exact (Python-int semantics) unless a width is stated; ``>>`` is an arithmetic
 =====================  ================================================================
 op                     exact arithmetic
 =====================  ================================================================
-``quantize``           float32 X -> Out (int8, uint8 or int16)
+``quantize``           float32 X -> Out (int8 for 1-8 bits, uint8 for unsigned 8, int16)
                        ``q = clamp(round_half_even(float64(x) / float64(scale)), lo, hi)``
                        with ``[lo, hi] = [-2^(bits-1), 2^(bits-1) - 1]`` (signed) or
-                       ``[0, 2^bits - 1]`` (unsigned, bits 8 only).  Host side (float in).
+                       ``[0, 2^bits - 1]`` (unsigned); ``bits`` 1 to 8 or 16 (signed).
+                       ``bipolar`` (bits 1): ``q = +1 if x >= 0 else -1`` (real value
+                       ``q * scale``).  Host side (float in).
 ``dequantize``         integer X -> float32 Out: ``float32(float64(x) * float64(s))``,
                        ``s`` = the ``scale`` attribute, or ``Scale[c]`` (float32 tensor,
                        channel ``c`` = index along ``axis``) when the Scale input is given.
 ``quantized_fc``       X int8/int16 [N, K], W int8/int16 [K, C], Bias int32 [C]
                        (optional) -> Out int32 [N, C]:
                        ``out[n, c] = wrap32(sum_k x[n, k] * w[k, c] + bias[c])``.
+                       ``weight_bits`` (1-8 in int8, 16 in int16), ``weight_type``
+                       (``signed``: W in ``[-(2^(b-1) - 1), 2^(b-1) - 1]``, 2 bits =
+                       ternary; ``bipolar``: W in {-1, +1}, bits 1) and ``acc_bits`` (the
+                       signed width the sums need) describe the operands; the arithmetic
+                       is the same exact integer sum whatever they say.  With bipolar X and
+                       W it is the XNOR / popcount form: encode -1 as bit 0 and +1 as bit
+                       1, then ``sum_k x * w = 2 * popcount(xnor(x, w)) - K``.
 ``quantized_conv2d``   Input int8/int16 [N, Cin, H, W], Filter int8/int16
                        [M, Cin/g, kh, kw], Bias int32 [M] (optional) -> Output int32
                        [N, M, OH, OW]: conv2d's geometry (strides, paddings, dilations,
@@ -29,13 +38,26 @@ op                     exact arithmetic
                        integer 0, ``out[n, m, i, j] = wrap32(sum over the window and the
                        group's input channels of x * w + bias[m])``.
 ``requantize``         X int32 (channel axis 1), Multiplier int32 [C] or [1], Shift
-                       int32 [C] or [1] -> Out int8 (bits 8) or int16 (bits 16), per
-                       element with ``m = Multiplier[c]``, ``n = Shift[c]``:
+                       int32 [C] or [1] -> Out int8 (bits 1-8; uint8 for unsigned 8) or
+                       int16 (bits 16), per element with ``m = Multiplier[c]``,
+                       ``n = Shift[c]``:
                        ``p = x * m`` (fits 47 bits signed: |x| < 2^31, 0 <= m < 2^15);
                        ``r = (p + 2^(n-1)) >> n`` if ``n > 0`` else ``p`` (round half
                        up, toward +inf: -2.5 -> -2, 2.5 -> 3);
-                       ``out = clamp(r, 0 if relu else -2^(bits-1), 2^(bits-1) - 1)``.
-                       Requires ``0 <= m <= 2^15 - 1`` and ``0 <= n <= 47``.
+                       ``out = clamp(r, lo, hi)`` with the rails ``[-2^(bits-1),
+                       2^(bits-1) - 1]`` (signed; ``lo = 0`` with relu) or ``[0, 2^bits -
+                       1]`` (``signed`` False); ``bipolar`` (bits 1): ``out = +1 if r >= 0
+                       else -1``.  Requires ``0 <= m <= 2^15 - 1`` and ``0 <= n <= 47``.
+``multi_threshold``    X int32 (channel axis 1), Thresholds int32 [C, T] or [1, T]
+                       (every row non-decreasing, 1 <= T <= 2^bits - 1) -> Out int8
+                       (uint8 for unsigned 8 bits): ``out = out_bias + #{t : x >=
+                       Thresholds[c, t]}``; ``bipolar`` (bits 1, T 1): ``out = +1 if x >=
+                       Thresholds[c, 0] else -1``.  ``[out_bias, out_bias + T]`` must lie in
+                       the signed / unsigned ``bits``-wide range.  It stands where a
+                       ``requantize`` of a 1-4-bit activation would: the quantisation
+                       pass (``QuantConfig(thresholds=True)``) computes thresholds that give
+                       exactly requantize's output over the accumulator's reachable range
+                       (docs/fixed_point.md); hardware compares instead of multiplying.
 ``quantized_pool2d``   X int8/int16 [N, C, H, W] -> Out, same dtype; pool2d's window
                        geometry.  max: the largest real cell (padding never wins; a
                        window with no real cell, possible with ceil_mode, gives the
@@ -104,27 +126,62 @@ VarType = dtypes.VarType
 
 #: integer dtypes an activation may have inside the quantised region
 ACTIVATION_DTYPES = frozenset({VarType.INT8, VarType.UINT8, VarType.INT16})
-#: weight bits -> storage dtype (int4 weights are stored in int8, values in [-7, 7])
-WEIGHT_DTYPE = {4: VarType.INT8, 8: VarType.INT8, 16: VarType.INT16}
+#: the widths a quantised value may have: 1 to 8 bits (held in int8, or uint8 for
+#: unsigned 8-bit values) and 16 (int16)
+BITS = (1, 2, 3, 4, 5, 6, 7, 8, 16)
+#: weight bits -> storage dtype (narrow weights are stored in int8: 4-bit in [-7, 7])
+WEIGHT_DTYPE = {**{b: VarType.INT8 for b in BITS if b <= 8}, 16: VarType.INT16}
+#: how a weight tensor's integers are read: symmetric signed, or bipolar {-1, +1}
+WEIGHT_TYPES = ("signed", "bipolar")
 
 #: requantize: the multiplier's largest value and the shift's range (docs/fixed_point.md)
 MULTIPLIER_MAX = 2**15 - 1
 SHIFT_MAX = 47
+#: int32's rails (multi_threshold's thresholds, accumulators)
+INT32_MIN, INT32_MAX = -2**31, 2**31 - 1
 
 
-def int_range(bits: int, signed: bool = True) -> tuple[int, int]:
-    """``[lo, hi]`` of a ``bits``-wide integer."""
+def int_range(bits: int, signed: bool = True, bipolar: bool = False) -> tuple[int, int]:
+    """``[lo, hi]`` of a ``bits``-wide integer: ``[-2^(bits-1), 2^(bits-1) - 1]``
+    (signed), ``[0, 2^bits - 1]`` (unsigned), ``[-1, 1]`` (bipolar, bits 1: the values
+    -1 and +1 only)."""
+    if bipolar:
+        return (-1, 1)
     return (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2**bits - 1)
 
 
+def weight_range(bits: int, weight_type: str = "signed") -> tuple[int, int]:
+    """``[lo, hi]`` of a weight: symmetric ``[-(2^(bits-1) - 1), 2^(bits-1) - 1]``
+    (2 bits: ternary {-1, 0, 1}), or ``[-1, 1]`` for bipolar weights ({-1, +1})."""
+    if weight_type == "bipolar":
+        return (-1, 1)
+    q = 2 ** (bits - 1) - 1
+    return (-q, q)
+
+
 def quantized_dtype(bits: int, signed: bool = True) -> int:
-    """The VarType holding ``bits``-wide activations."""
-    if signed:
-        return {8: VarType.INT8, 16: VarType.INT16}[bits]
-    if bits == 8:
-        return VarType.UINT8
-    raise ValueError(f"unsigned {bits}-bit integers have no tensor dtype; use signed=True "
-                     "or bits=8")
+    """The VarType holding ``bits``-wide values: int8 for 1-8 bits (uint8 for unsigned
+    8-bit values), int16 for 16."""
+    if bits not in BITS:
+        raise ValueError(f"{bits}-bit integers are not supported; use 1 to 8 or 16 bits")
+    if bits == 16:
+        if signed:
+            return VarType.INT16
+        raise ValueError("unsigned 16-bit integers have no tensor dtype; use signed=True "
+                         "or at most 8 bits")
+    return VarType.UINT8 if bits == 8 and not signed else VarType.INT8
+
+
+def _check_kind(ctx: InferContext) -> None:
+    """``bits`` / ``signed`` / ``bipolar`` of a quantize or requantize: a dtype exists and
+    bipolar values are 1-bit."""
+    if ctx.attr("bipolar") and ctx.attr("bits") != 1:
+        attr_fail(ctx, f"bipolar values are 1-bit; got bits={ctx.attr('bits')} (use bits=1 "
+                  "with bipolar=True, or bipolar=False)")
+    try:
+        quantized_dtype(ctx.attr("bits"), ctx.attr("signed"))
+    except ValueError as e:
+        attr_fail(ctx, str(e))
 
 
 def _check_dtype(ctx: InferContext, slot: str, allowed: frozenset[int], what: str) -> None:
@@ -138,6 +195,13 @@ def _check_weight(ctx: InferContext, slot: str) -> None:
     v = ctx.input_var(slot)
     ctx.check(v.dtype == want, f"{slot} holds {bits}-bit weights, so it must be "
               f"{dtypes.name(want)}; got {v.dtype_name}")
+    if "weight_type" in ctx.opdef._attr_map:
+        wt = ctx.attr("weight_type")
+        if wt == "bipolar" and bits != 1:
+            attr_fail(ctx, f"bipolar weights are 1-bit; got weight_bits={bits} (use "
+                      "weight_bits=1 with weight_type='bipolar')")
+        if bits == 1 and wt != "bipolar":
+            attr_fail(ctx, "1-bit weights are bipolar {-1, +1}: set weight_type='bipolar'")
 
 
 def _check_bias(ctx: InferContext, channels: int) -> None:
@@ -154,8 +218,18 @@ _SCALE_ATTRS = (
     Attr("in_scale", "float", 0.0, doc="informational: the input's scale (0: unknown)"),
     Attr("weight_scale", "floats", [],
          doc="informational: per-output-channel (or one) weight scales"),
-    Attr("weight_bits", "int", 8, allowed=(4, 8, 16),
-         doc="weights' width: 4 and 8 are stored in int8, 16 in int16"),
+    Attr("weight_bits", "int", 8, allowed=BITS,
+         doc="weights' width: 1 to 8 are stored in int8, 16 in int16"),
+)
+#: quantized_fc / quantized_conv2d: how their weights are read, and the accumulator's need
+_LAYER_ATTRS = (
+    *_SCALE_ATTRS,
+    Attr("weight_type", "string", "signed", allowed=WEIGHT_TYPES,
+         doc="informational: 'signed' (symmetric, [-(2^(b-1) - 1), 2^(b-1) - 1]) or "
+         "'bipolar' ({-1, +1}, weight_bits 1)"),
+    Attr("acc_bits", "int", 32, min=2, max=32,
+         doc="informational: the signed accumulator width the layer needs (from the input "
+         "bits, the weight bits and the fan-in); the arithmetic is int32 whatever it says"),
 )
 
 
@@ -164,21 +238,21 @@ _SCALE_ATTRS = (
 @define_op(
     "quantize", [Slot("X", doc="float32")], [Slot("Out", doc="int8, uint8 or int16")],
     [Attr("scale", "float", doc="real value of one integer step (> 0)"),
-     Attr("bits", "int", 8, allowed=(8, 16)),
-     Attr("signed", "bool", True, doc="False: unsigned (bits 8 only)")],
-    doc="Out = clamp(round_half_even(float64(X) / scale), lo, hi): the entry of the "
-    "quantised region (see the module docstring).  X must be finite.",
+     Attr("bits", "int", 8, allowed=BITS, doc="1 to 8 (int8; uint8 for unsigned 8) or 16"),
+     Attr("signed", "bool", True, doc="False: unsigned, [0, 2^bits - 1] (not 16 bits)"),
+     Attr("bipolar", "bool", False, doc="bits 1: +1 where X >= 0, else -1")],
+    doc="Out = clamp(round_half_even(float64(X) / scale), lo, hi), or the sign (+1 / -1) "
+    "when bipolar: the entry of the quantised region (see the module docstring).  X must "
+    "be finite.",
 )
 def _infer_quantize(ctx: InferContext) -> None:
     _check_dtype(ctx, "X", dtypes.FLOAT_DTYPES, "float")
     if not ctx.attr("scale") > 0:
         attr_fail(ctx, f"scale must be > 0, got {ctx.attr('scale')}")
-    try:
-        dt = quantized_dtype(ctx.attr("bits"), ctx.attr("signed"))
-    except ValueError as e:
-        attr_fail(ctx, str(e))
+    _check_kind(ctx)
     x = ctx.input_var("X")
-    ctx.set_output("Out", x.shape, dt, lod_level=x.lod_level)
+    ctx.set_output("Out", x.shape, quantized_dtype(ctx.attr("bits"), ctx.attr("signed")),
+                   lod_level=x.lod_level)
 
 
 @define_op(
@@ -213,7 +287,7 @@ def _infer_dequantize(ctx: InferContext) -> None:
     [Slot("X", doc="int8/int16 [N, K]"), Slot("W", doc="int8/int16 [K, C]"),
      Slot("Bias", dispensable=True, doc="int32 [C]")],
     [Slot("Out", doc="int32 [N, C]")],
-    _SCALE_ATTRS,
+    _LAYER_ATTRS,
     doc="Out[n, c] = wrap32(sum_k X[n, k] * W[k, c] + Bias[c]) (see the module docstring).",
 )
 def _infer_quantized_fc(ctx: InferContext) -> None:
@@ -235,7 +309,7 @@ def _infer_quantized_fc(ctx: InferContext) -> None:
      Slot("Filter", doc="int8/int16 [M, C/groups, kh, kw]"),
      Slot("Bias", dispensable=True, doc="int32 [M]")],
     [Slot("Output", doc="int32 [N, M, OH, OW]")],
-    [*_CONV_ATTRS, *_SCALE_ATTRS],
+    [*_CONV_ATTRS, *_LAYER_ATTRS],
     doc="conv2d on integers with int32 accumulators, plus Bias[m] (see the module "
     "docstring); conv2d's attributes and output geometry.",
 )
@@ -257,14 +331,18 @@ def _infer_quantized_conv2d(ctx: InferContext) -> None:
     [Slot("X", doc="int32, channel axis 1"),
      Slot("Multiplier", doc=f"int32 [C] or [1], each in [0, {MULTIPLIER_MAX}]"),
      Slot("Shift", doc=f"int32 [C] or [1], each in [0, {SHIFT_MAX}]")],
-    [Slot("Out", doc="int8 (bits 8) or int16 (bits 16)")],
+    [Slot("Out", doc="int8 (bits 1-8; uint8 for unsigned 8) or int16 (bits 16)")],
     [Attr("relu", "bool", False, doc="clamp at 0 from below (a folded ReLU)"),
-     Attr("bits", "int", 8, allowed=(8, 16)),
+     Attr("bits", "int", 8, allowed=BITS),
+     Attr("signed", "bool", True, doc="False: unsigned rails [0, 2^bits - 1]"),
+     Attr("bipolar", "bool", False, doc="bits 1: +1 where the rounded value is >= 0, "
+          "else -1"),
      Attr("out_scale", "float", 0.0, doc="informational: Out's scale (0: unknown)"),
      Attr("in_scale", "floats", [],
           doc="informational: X's scale per channel (in_scale * weight_scale[c])")],
-    doc="Out = clamp(((X * m) + 2^(n-1)) >> n, 0 or -2^(bits-1), 2^(bits-1) - 1) per "
-    "channel (see the module docstring): round half up, saturating.",
+    doc="Out = clamp(((X * m) + 2^(n-1)) >> n, lo, hi) per channel, with the rails of "
+    "bits / signed / relu, or its sign (+1 / -1) when bipolar (see the module "
+    "docstring): round half up, saturating.",
 )
 def _infer_requantize(ctx: InferContext) -> None:
     _check_dtype(ctx, "X", frozenset({VarType.INT32}), "int32")
@@ -275,8 +353,63 @@ def _infer_requantize(ctx: InferContext) -> None:
         s = ctx.input_shape(slot)
         ctx.check(len(s) == 1 and (s[0] == 1 or merge_dim(s[0], xs[1]) is not None),
                   f"{slot} must have shape [1] or [{xs[1]}] (X's channels), got {s}")
+    _check_kind(ctx)
+    if ctx.attr("bipolar") and ctx.attr("relu"):
+        attr_fail(ctx, "relu and bipolar exclude each other (a bipolar value is -1 or +1); "
+                  "drop relu, or make the output unsigned (signed=False)")
     x = ctx.input_var("X")
-    ctx.set_output("Out", xs, quantized_dtype(ctx.attr("bits")), lod_level=x.lod_level)
+    ctx.set_output("Out", xs, quantized_dtype(ctx.attr("bits"), ctx.attr("signed")),
+                   lod_level=x.lod_level)
+
+
+# -- multi_threshold -----------------------------------------------------------------
+
+@define_op(
+    "multi_threshold",
+    [Slot("X", doc="int32 (or another integer dtype), channel axis 1"),
+     Slot("Thresholds", doc="int32 [C, T] or [1, T] (shared), each row non-decreasing, "
+          "1 <= T <= 2^bits - 1")],
+    [Slot("Out", doc="int8 (uint8 for unsigned 8 bits), X's shape")],
+    [Attr("bits", "int", 4, allowed=tuple(b for b in BITS if b <= 8)),
+     Attr("signed", "bool", True, doc="the output's rails: signed or unsigned bits-wide"),
+     Attr("bipolar", "bool", False, doc="bits 1, T 1: +1 where X >= the threshold, else -1 "
+          "(out_bias unused)"),
+     Attr("out_bias", "int", 0, doc="the output with no threshold crossed; the outputs "
+          "[out_bias, out_bias + T] must lie within the bits / signed range"),
+     Attr("out_scale", "float", 0.0, doc="informational: Out's scale (0: unknown)")],
+    doc="Out[n, c, ...] = out_bias + #{t : X[n, c, ...] >= Thresholds[c, t]} (or +1 / -1 "
+    "when bipolar): an activation quantiser that compares instead of multiplying (see "
+    "the module docstring).",
+)
+def _infer_multi_threshold(ctx: InferContext) -> None:
+    _check_dtype(ctx, "X", dtypes.INT_DTYPES, "an integer tensor (int32 accumulators)")
+    _check_dtype(ctx, "Thresholds", frozenset({VarType.INT32}), "int32")
+    xs, ts = ctx.input_shape("X"), ctx.input_shape("Thresholds")
+    ctx.check(len(xs) >= 2, f"X must have rank >= 2 (channel axis 1), got shape {xs}")
+    ctx.check(len(ts) == 2 and (ts[0] == 1 or merge_dim(ts[0], xs[1]) is not None),
+              f"Thresholds must have shape [{xs[1]}, T] (one row per channel of X) or "
+              f"[1, T], got {ts}")
+    bits, signed, bipolar = ctx.attr("bits"), ctx.attr("signed"), ctx.attr("bipolar")
+    if bipolar and bits != 1:
+        attr_fail(ctx, f"bipolar outputs are 1-bit; got bits={bits}")
+    try:
+        dt = quantized_dtype(bits, signed)
+    except ValueError as e:
+        attr_fail(ctx, str(e))
+    t = ts[1] if len(ts) == 2 else -1
+    if t >= 0:
+        most = 1 if bipolar else 2**bits - 1
+        ctx.check(1 <= t <= most, f"Thresholds has {t} columns; a {bits}-bit output takes "
+                  f"1 to {most} thresholds per channel")
+        if not bipolar:
+            lo, hi = int_range(bits, signed)
+            b = ctx.attr("out_bias")
+            if not (lo <= b and b + t <= hi):
+                attr_fail(ctx, f"outputs [out_bias, out_bias + T] = [{b}, {b + t}] leave "
+                          f"the {'' if signed else 'un'}signed {bits}-bit range [{lo}, {hi}]; "
+                          f"use out_bias in [{lo}, {hi - t}]")
+    x = ctx.input_var("X")
+    ctx.set_output("Out", xs, dt, lod_level=x.lod_level)
 
 
 # -- quantized_pool2d ---------------------------------------------------------------
@@ -420,7 +553,7 @@ def _declare_grads() -> None:
 
     no_grad("integer", "quantize", "dequantize", "quantized_fc", "quantized_conv2d",
             "requantize", "quantized_pool2d", "quantized_table", "quantized_add",
-            "quantized_concat", "quantized_affine")
+            "quantized_concat", "quantized_affine", "multi_threshold")
 
 
 _declare_grads()
@@ -431,10 +564,11 @@ def _declare_categories() -> None:
 
     mark_category("quantised", "quantized_fc", "quantized_conv2d", "requantize",
                   "quantized_pool2d", "quantized_table", "quantized_add", "quantized_concat",
-                  "quantized_affine")
+                  "quantized_affine", "multi_threshold")
 
 
 _declare_categories()
 
-__all__ = ["ACTIVATION_DTYPES", "MULTIPLIER_MAX", "SHIFT_MAX", "WEIGHT_DTYPE", "int_range",
-           "quantized_dtype"]
+__all__ = ["ACTIVATION_DTYPES", "BITS", "INT32_MAX", "INT32_MIN", "MULTIPLIER_MAX",
+           "SHIFT_MAX", "WEIGHT_DTYPE", "WEIGHT_TYPES", "int_range", "quantized_dtype",
+           "weight_range"]

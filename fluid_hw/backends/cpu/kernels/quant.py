@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ....ir.ops.quant import MULTIPLIER_MAX, SHIFT_MAX, int_range
+from ....ir.ops.quant import MULTIPLIER_MAX, SHIFT_MAX, int_range, weight_range
 from ..context import KernelContext
 from . import register_kernel
 from .nn import _avg_counts, _conv_cols, _pad_hw, _windows, pool_geometry
@@ -34,9 +34,13 @@ def quantize(ctx: KernelContext) -> None:
         bad = np.argwhere(~np.isfinite(x))[0].tolist()
         raise ValueError(f"X holds a non-finite value at index {bad}; quantize needs finite "
                          "input")
-    lo, hi = int_range(a["bits"], a["signed"])
-    q = np.rint(x.astype(np.float64) / np.float64(a["scale"]))  # rint: round half to even
-    ctx.set_output("Out", np.clip(q, lo, hi).astype(ctx.output_dtype("Out")), lod=lod)
+    if a["bipolar"]:  # the sign, 0 counted as +1
+        q = np.where(x >= 0, 1, -1)
+    else:
+        lo, hi = int_range(a["bits"], a["signed"])
+        q = np.clip(np.rint(x.astype(np.float64) / np.float64(a["scale"])), lo, hi)  # rint:
+        # round half to even
+    ctx.set_output("Out", q.astype(ctx.output_dtype("Out")), lod=lod)
 
 
 @register_kernel("dequantize")
@@ -52,9 +56,26 @@ def dequantize(ctx: KernelContext) -> None:
     ctx.set_output("Out", (x.astype(np.float64) * scale).astype(np.float32), lod=lod)
 
 
+def _check_weight_values(ctx: KernelContext, w: np.ndarray, slot: str) -> None:
+    """Narrow weights (weight_bits < 8) must lie in their range: symmetric signed, or
+    {-1, +1} when bipolar (8- and 16-bit weights may use their dtype's whole range)."""
+    bits, kind = ctx.attrs["weight_bits"], ctx.attrs["weight_type"]
+    if bits >= 8 and kind == "signed":
+        return
+    lo, hi = weight_range(bits, kind)
+    bad = (w < lo) | (w > hi) | ((w == 0) if kind == "bipolar" else False)
+    if bad.any():
+        i = np.argwhere(bad)[0].tolist()
+        what = "{-1, +1}" if kind == "bipolar" else f"[{lo}, {hi}]"
+        raise ValueError(f"{slot}{i} is {int(w[tuple(i)])}, outside the {bits}-bit {kind} "
+                         f"weights' values {what} (weight_bits / weight_type; "
+                         "docs/fixed_point.md)")
+
+
 @register_kernel("quantized_fc")
 def quantized_fc(ctx: KernelContext) -> None:
     (x, lod), w = ctx.input_with_lod("X"), ctx.input("W")
+    _check_weight_values(ctx, w, "W")
     acc = x.astype(I64) @ w.astype(I64)
     if ctx.has_input("Bias"):
         acc += ctx.input("Bias").astype(I64).reshape(1, -1)
@@ -65,6 +86,7 @@ def quantized_fc(ctx: KernelContext) -> None:
 def quantized_conv2d(ctx: KernelContext) -> None:
     """im2col (padding cells are integer 0) and one int64 matmul per group."""
     x, w = ctx.input("Input"), ctx.input("Filter")
+    _check_weight_values(ctx, w, "Filter")
     n = x.shape[0]
     m, cg, kh, kw = w.shape
     g = ctx.attrs["groups"]
@@ -118,8 +140,36 @@ def requantize(ctx: KernelContext) -> None:
     m = _per_channel(ctx.input("Multiplier"), x, "Multiplier", 0, MULTIPLIER_MAX)
     n = _per_channel(ctx.input("Shift"), x, "Shift", 0, SHIFT_MAX)
     r = _rescale(x, m, n)
-    lo, hi = int_range(a["bits"])
-    out = np.clip(r, 0 if a["relu"] else lo, hi)
+    if a["bipolar"]:
+        out = np.where(r >= 0, 1, -1)
+    else:
+        lo, hi = int_range(a["bits"], a["signed"])
+        out = np.clip(r, max(lo, 0) if a["relu"] else lo, hi)
+    ctx.set_output("Out", out.astype(ctx.output_dtype("Out")), lod=lod)
+
+
+@register_kernel("multi_threshold")
+def multi_threshold(ctx: KernelContext) -> None:
+    """``out_bias + #{t : x >= T[c, t]}``: with each row sorted, the count is the
+    number of thresholds ``<= x``, a right-sided binary search per channel."""
+    x, lod = ctx.input_with_lod("X")
+    th = np.asarray(ctx.input("Thresholds"))
+    a = ctx.attrs
+    if th.ndim != 2 or th.shape[0] not in (1, x.shape[1]):
+        raise ValueError(f"Thresholds has shape {list(th.shape)}; give [{x.shape[1]}, T] (X's "
+                         "channels) or [1, T]")
+    down = np.diff(th.astype(I64), axis=1) < 0
+    if down.any():
+        c, t = np.argwhere(down)[0].tolist()
+        raise ValueError(f"Thresholds row {c} decreases at column {t + 1} ({int(th[c, t])} "
+                         f"then {int(th[c, t + 1])}); every row must be non-decreasing")
+    xc = np.moveaxis(x.astype(I64), 1, 0)
+    counts = np.empty(xc.shape, I64)
+    for c in range(xc.shape[0]):
+        row = th[c if th.shape[0] > 1 else 0].astype(I64)
+        counts[c] = np.searchsorted(row, xc[c], side="right")
+    counts = np.moveaxis(counts, 0, 1)
+    out = np.where(counts > 0, 1, -1) if a["bipolar"] else counts + I64(a["out_bias"])
     ctx.set_output("Out", out.astype(ctx.output_dtype("Out")), lod=lod)
 
 
