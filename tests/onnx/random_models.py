@@ -305,6 +305,25 @@ def _pool(op: str) -> Callable[[R], list[Case]]:
             dyn = [None, 3, *sp] if i == 0 else None
             out.append(node_case(op, [F(x, dyn)], attrs, opset=pick(r, (11, 19, 22, 28)),
                                  id=f"{op}-{i}{'-1d' if one_d else ''}"))
+        # as window taps: 3-D, dilated (AveragePool from opset 19), MaxPool's Indices
+        for i in range(4):
+            n = 3 if i in (0, 3) else 2
+            k = [int(v) for v in r.integers(1, 4, size=n)]
+            attrs = {"kernel_shape": k, "strides": [int(v) for v in r.integers(1, 3, size=n)],
+                     "pads": [int(min(v, kk - 1)) for v, kk in
+                              zip(r.integers(0, 2, size=2 * n), k + k)]}
+            if i in (1, 3):
+                attrs["dilations"] = [int(v) for v in r.integers(1, 3, size=n)]
+            if i == 3:
+                attrs["ceil_mode"] = 1
+            if op == "AveragePool" and i in (1, 2):
+                attrs["count_include_pad"] = 1
+            x = normal(r, [2, 3, *[int(v) for v in r.integers(5, 8, size=n)]])
+            indices = op == "MaxPool" and i in (1, 2)
+            if indices:
+                attrs["storage_order"] = i - 1
+            out.append(node_case(op, [F(x)], attrs, opset=pick(r, (19, 22)),
+                                 n_out=2 if indices else 1, id=f"{op}-taps-{i}"))
         return out
 
     return gen

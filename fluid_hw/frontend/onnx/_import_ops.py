@@ -431,22 +431,29 @@ def _onnx_pool_out(size: int, k: int, s: int, pb: int, pe: int, ceil: bool) -> i
 
 def _pool(kind: str) -> Converter:
     def conv(ctx: NodeCtx) -> None:
-        n = _spatial(ctx, "pooling")
-        if ctx.wants(1):
-            ctx.fail("the Indices output of MaxPool is not supported")
+        rank = ctx.rank(0)
+        if rank < 3:
+            ctx.fail(f"input of rank {rank}; pooling needs [N, C, spatial...]")
+        n = rank - 2
+        kernel = _ints_attr(ctx, "kernel_shape", n, 0)
+        strides = _ints_attr(ctx, "strides", n, 1)
+        dilations = _ints_attr(ctx, "dilations", n, 1)
+        for name, vals in (("kernel_shape", kernel), ("strides", strides),
+                           ("dilations", dilations)):
+            if any(v < 1 for v in vals):
+                ctx.fail(f"attribute {name}={vals}: every entry must be >= 1")
+        if n > 2 or any(d != 1 for d in dilations) or ctx.wants(1):
+            # 3-D windows, dilations, MaxPool's Indices: window taps
+            from ._import_pool import pool_taps
+
+            pool_taps(ctx, kind, n, kernel, strides, dilations)
+            return
         src = ctx.dtype(0)
         # 8/16-bit integers are exact in float32: max-pool them there
         wrap = src.kind in "iu" and src.itemsize <= 2 and kind == "max"
         if src.kind != "f" and not wrap:
             ctx.fail(f"{kind} pooling of {src} tensors; fluid-hw's pool2d takes floats")
         xs = ctx.shape(0)
-        kernel = _ints_attr(ctx, "kernel_shape", n, 0)
-        strides = _ints_attr(ctx, "strides", n, 1)
-        for name, vals in (("kernel_shape", kernel), ("strides", strides)):
-            if any(v < 1 for v in vals):
-                ctx.fail(f"attribute {name}={vals}: every entry must be >= 1")
-        if any(d != 1 for d in _ints_attr(ctx, "dilations", n, 1)):
-            ctx.fail(f"dilations {ctx.attr('dilations')}: fluid-hw's pool2d has no dilation")
         pads, algo = _explicit_pads(ctx, xs[2:], kernel, strides, [1] * n, n)
         ceil = bool(ctx.attr("ceil_mode", 0))
         exclusive = not bool(ctx.attr("count_include_pad", 0))
@@ -1070,3 +1077,7 @@ IMPORTERS: dict[str, OpImport] = {
 from ._import_more import MORE  # noqa: E402  (it uses the helpers above)
 
 IMPORTERS.update(MORE)
+
+from ._import_quant import QUANT  # noqa: E402
+
+IMPORTERS.update(QUANT)
