@@ -32,6 +32,7 @@ from ...ir.verifier import verify_program
 from ._context import NodeCtx, fresh
 from ._dtypes import np_dtype_of, onnx_type_name, onnx_type_of
 from ._import_ops import IMPORTERS
+from ._import_quant import DOMAIN_IMPORTERS, KEEP_AS_OPS
 from ._model import DEFAULT_DOMAINS, ReadModel, read_model
 from ._sizes import MAX_COMPUTED_BYTES, fold_bytes, nbytes
 from ._values import SYM_FOLDERS, Const, Dim, Sym, Unsupported, Value, simplify
@@ -356,13 +357,15 @@ class Importer:
                 return
             ins.append(v)
         try:
-            if domain:
+            if domain and (domain, node.op_type) not in DOMAIN_IMPORTERS:
                 raise Unsupported(f"ops of domain {domain!r} are not supported (only the "
-                                  "default ONNX domain)")
+                                  "default ONNX domain, and QONNX's and com.microsoft's "
+                                  f"{sorted({op for _, op in DOMAIN_IMPORTERS})})")
             attrs = attributes(node)
-            if self._fold(node, ins, attrs):
+            if not domain and self._fold(node, ins, attrs):
                 return
-            conv = IMPORTERS.get(node.op_type)
+            conv = DOMAIN_IMPORTERS[domain, node.op_type] if domain else \
+                IMPORTERS.get(node.op_type)
             if conv is None:
                 body = function_body(node, opset, [self._type_of(v) for v in ins])
                 if body is None:
@@ -450,7 +453,7 @@ class Importer:
     def _fold(self, node: onnx.NodeProto, ins: list[Value | None],
               attrs: dict[str, Any]) -> bool:
         """Evaluate a node at import time when its inputs allow; True when done."""
-        if node.op_type in NON_DETERMINISTIC or any(
+        if node.op_type in NON_DETERMINISTIC or node.op_type in KEEP_AS_OPS or any(
                 a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
                 for a in node.attribute):
             return False

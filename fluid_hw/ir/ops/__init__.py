@@ -16,6 +16,7 @@ from . import (  # noqa: F401
     math,
     nn,
     onnx_extra,
+    onnx_quant,
     optimizer,
     quant,
     random,

@@ -62,6 +62,7 @@ def _load() -> None:
             math,
             nn,
             onnx_extra,
+            onnx_quant,
             optimizer,
             quant,
             random,
