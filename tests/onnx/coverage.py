@@ -33,7 +33,8 @@ BEGIN, END = "<!-- coverage:begin -->", "<!-- coverage:end -->"
 
 #: fluid programs that export cannot express in ONNX yet (LoD sequence ops)
 NOT_EXPORTED = {"LSTM": "sequence ops (LoD) have no ONNX export",
-                "GRU": "sequence ops (LoD) have no ONNX export"}
+                "GRU": "sequence ops (LoD) have no ONNX export",
+                "RNN": "sequence ops (LoD) have no ONNX export"}
 
 
 def _err(e: BaseException) -> str:

@@ -574,7 +574,7 @@ def gen_argmax(r: R) -> list[Case]:
 
 
 def _rnn(op: str) -> Callable[[R], list[Case]]:
-    gates = 4 if op == "LSTM" else 3
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
 
     def gen(r: R) -> list[Case]:
         out = []
@@ -603,7 +603,8 @@ def _rnn(op: str) -> Callable[[R], list[Case]]:
             if layout:
                 attrs["layout"] = 1
             if i == 6:
-                acts = ["Sigmoid", "Relu", "Tanh"] if op == "LSTM" else ["Sigmoid", "Relu"]
+                acts = {"LSTM": ["Sigmoid", "Relu", "Tanh"], "GRU": ["Sigmoid", "Relu"],
+                        "RNN": ["Relu"]}[op]
                 attrs["activations"] = acts * dirs
             out.append(node_case(op, ins, attrs, opset=14 if layout else pick(r, (11, 14, 22)),
                                  n_out=3 if op == "LSTM" else 2, id=f"{op}-{i}-{direction}",
@@ -776,7 +777,7 @@ def gen_einsum(r: R) -> list[Case]:
 
 
 GENERATORS: dict[str, Callable[[R], list[Case]]] = {
-    "LSTM": _rnn("LSTM"), "GRU": _rnn("GRU"),
+    "LSTM": _rnn("LSTM"), "GRU": _rnn("GRU"), "RNN": _rnn("RNN"),
     "Relu": _unary("Relu"), "Sigmoid": _unary("Sigmoid"), "Tanh": _unary("Tanh"),
     "Exp": _unary("Exp"), "Log": _unary("Log", "pos"), "Sqrt": _unary("Sqrt", "pos"),
     "Abs": _unary_int("Abs", np.int32), "Neg": _unary_int("Neg", np.int64),

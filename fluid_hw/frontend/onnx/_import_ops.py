@@ -829,6 +829,29 @@ class _Rnn:
 # [z, r, h], fluid's gru [update, reset, candidate] is the same order
 _LSTM = _Rnn("lstm", 4, (3, 0, 2, 1), ("Sigmoid", "Tanh", "Tanh"))
 _GRU = _Rnn("gru", 3, (0, 1, 2), ("Sigmoid", "Tanh"))
+# ONNX RNN (Ht = f(Xt W^T + Ht-1 R^T + Wb + Rb)) is a GRU whose update gate is held at 0
+# and reset gate at 1 (see _simple_as_gru)
+_SIMPLE = _Rnn("gru", 1, (0,), ("Tanh",))
+#: pre-activation of the held gates: sigmoid(-1e4) is exactly 0 and sigmoid(1e4) exactly
+#: 1 in float16/32/64 (exp overflows / underflows)
+_HELD = 1e4
+
+
+def _simple_as_gru(w: np.ndarray, r: np.ndarray, bias: np.ndarray, acts: list[str],
+                   h: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """ONNX RNN weights as ONNX GRU weights ([z, r, h] gates) computing the same: z's and
+    r's weights are zero and their biases -1e4 / +1e4, so Ht = (1 - 0) * h~ + 0 * Ht-1
+    with h~ = f(Xt Wh^T + (1 * Ht-1) Rh^T + Wbh + Rbh), exactly."""
+    dirs = w.shape[0]
+
+    def gates(a: np.ndarray) -> np.ndarray:
+        z = np.zeros_like(a)
+        return np.concatenate([z, z, a], axis=1)
+
+    held = np.concatenate([np.full((dirs, h), -_HELD), np.full((dirs, h), _HELD)], 1)
+    zeros = np.zeros((dirs, 2 * h))
+    b = np.concatenate([held, bias[:, :h], zeros, bias[:, h:]], axis=1).astype(w.dtype)
+    return gates(w), gates(r), b, [a for f in acts for a in ("Sigmoid", f)]
 
 
 def _gate_blocks(a: np.ndarray, rnn: _Rnn, h: int) -> np.ndarray:
@@ -898,7 +921,9 @@ def _recurrent(ctx: NodeCtx) -> None:
     one ``mul``, each direction one variable-length recurrence (no padding inside),
     and the outputs are padded back (``sequence_pad``, zeros past each length) and
     pooled (last step) for Y_h / Y_c."""
+    simple = ctx.op_type == "RNN"
     rnn = _LSTM if ctx.op_type == "LSTM" else _GRU
+    declared = _SIMPLE if simple else rnn  # the gates of the ONNX op's weights
     if not has_op(rnn.fluid):
         ctx.fail(f"{ctx.op_type} maps onto fluid-hw's {rnn.fluid} op, which this build lacks")
     h = int(ctx.attr("hidden_size", 0))
@@ -916,18 +941,20 @@ def _recurrent(ctx: NodeCtx) -> None:
     if rnn is _GRU and ctx.attr("linear_before_reset", 0):
         ctx.fail("linear_before_reset=1 (the reset gate applied after the recurrent "
                  "product, PyTorch's GRU) is not supported by fluid-hw's gru")
-    acts = list(ctx.attr("activations") or rnn.default_acts * dirs)
+    acts = list(ctx.attr("activations") or declared.default_acts * dirs)
     if any(a not in _RNN_ACTS for a in acts):
         ctx.fail(f"activations {acts}: supported are {sorted(_RNN_ACTS)}")
-    if len(acts) != len(rnn.default_acts) * dirs:
-        ctx.fail(f"activations {acts}: {ctx.op_type} needs {len(rnn.default_acts)} per "
-                 f"direction, {len(rnn.default_acts) * dirs} in all")
+    if len(acts) != len(declared.default_acts) * dirs:
+        ctx.fail(f"activations {acts}: {ctx.op_type} needs {len(declared.default_acts)} per "
+                 f"direction, {len(declared.default_acts) * dirs} in all")
     w = ctx.need_const(1, "W")
     r = ctx.need_const(2, "R")
-    _check_rnn_weights(ctx, rnn, h, dirs, w, r)
+    _check_rnn_weights(ctx, declared, h, dirs, w, r)
     bias = ctx.need_const(3, "B") if ctx.has(3) \
-        else np.zeros((dirs, 2 * rnn.gates * h), w.dtype)
-    _check_rnn_shape(ctx, "B", 3, bias, [dirs, 2 * rnn.gates * h], w.dtype)
+        else np.zeros((dirs, 2 * declared.gates * h), w.dtype)
+    _check_rnn_shape(ctx, "B", 3, bias, [dirs, 2 * declared.gates * h], w.dtype)
+    if simple:
+        w, r, bias, acts = _simple_as_gru(w, r, bias, acts, h)
     peep = ctx.need_const(7, "P") if rnn is _LSTM and ctx.has(7) else None
     if peep is not None:
         _check_rnn_shape(ctx, "P", 7, peep, [dirs, 3 * h], w.dtype)
@@ -1066,6 +1093,8 @@ _SPECIAL: dict[str, OpImport] = {
     "LSTM": OpImport(_recurrent, "sequence_unpad, mul, lstm, sequence_pad/pool",
                      (1, 2, 3, 7)),
     "GRU": OpImport(_recurrent, "sequence_unpad, mul, gru, sequence_pad/pool", (1, 2, 3)),
+    "RNN": OpImport(_recurrent, "sequence_unpad, mul, gru (gates held), sequence_pad/pool",
+                    (1, 2, 3)),
 }
 
 #: ONNX op type -> converter
