@@ -348,6 +348,15 @@ def gen_batch_norm(r: R) -> list[Case]:
         attrs = {} if eps is None else {"epsilon": eps}
         out.append(node_case("BatchNormalization", [F(normal(r, s)), *map(C, params)], attrs,
                              opset=opset, id=f"BatchNormalization-{i}-rank{rank}"))
+    # training mode: batch statistics, and the running ones as outputs 1 and 2
+    for i, rank in enumerate((4, 3)):
+        c = int(r.integers(1, 5))
+        s = [int(r.integers(2, 4)), c, *[int(v) for v in r.integers(2, 5, size=rank - 2)]]
+        params = [normal(r, [c]), normal(r, [c]), normal(r, [c]),
+                  np.abs(normal(r, [c])) + F32(0.1)]
+        out.append(node_case("BatchNormalization", [F(normal(r, s)), *map(C, params)],
+                             {"training_mode": 1, "momentum": 0.8, "epsilon": 1e-2},
+                             opset=15, n_out=3, id=f"BatchNormalization-training-{i}"))
     return out
 
 
@@ -807,6 +816,10 @@ GENERATORS: dict[str, Callable[[R], list[Case]]] = {
     "TopK": gen_top_k, "LRN": gen_lrn, "InstanceNormalization": gen_instance_norm,
     "LayerNormalization": gen_layer_norm, "Resize": gen_resize, "Einsum": gen_einsum,
 }
+
+from tests.onnx.random_quant_models import QUANT_GENERATORS  # noqa: E402
+
+GENERATORS.update(QUANT_GENERATORS)
 
 
 def cases_for(op: str) -> list[Case]:

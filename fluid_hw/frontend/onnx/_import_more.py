@@ -17,7 +17,7 @@ import onnx
 import onnx.numpy_helper
 
 from ._context import NodeCtx
-from ._import_ops import OpImport, _cast, _norm, _squeeze_to_scalar
+from ._import_ops import OpImport, _cast, _enum, _norm, _squeeze_to_scalar
 from ._sizes import MAX_COMPUTED_BYTES, nbytes
 
 F32 = np.dtype(np.float32)
@@ -196,6 +196,55 @@ def _normalize(ctx: NodeCtx, x: str, axes: list[int], eps: float, dt: np.dtype
     inv = ctx.emit("reciprocal", {"X": ctx.emit("sqrt", {"X": ctx.emit(
         "scale", {"X": var}, {"bias": eps})})}, hint="inv_std")
     return ctx.emit("elementwise_mul", {"X": d, "Y": inv}, {"axis": -1}), mean, inv
+
+
+def batch_norm_training(ctx: NodeCtx) -> None:
+    """BatchNormalization with training_mode=1 (opset 14 on): Y normalised with the
+    batch's mean and biased variance over every dim but C, and the running statistics
+    input * momentum + batch statistic * (1 - momentum) as outputs 1 and 2."""
+    dt = _float(ctx)
+    rank = ctx.rank(0)
+    if rank < 2:
+        ctx.fail(f"X of rank {rank}; BatchNormalization needs [N, C, ...]")
+    axes = [0, *range(2, rank)]
+    eps, mom = float(ctx.attr("epsilon", 1e-5)), float(ctx.attr("momentum", 0.9))
+    x = ctx.var(0)
+    mean = ctx.emit("reduce_mean", {"X": x}, {"dim": axes, "keep_dim": True}, hint="mean")
+    d = ctx.emit("elementwise_sub", {"X": x, "Y": mean}, {"axis": -1}, hint="centered")
+    var = ctx.emit("reduce_mean", {"X": ctx.emit("square", {"X": d})},
+                   {"dim": axes, "keep_dim": True}, hint="var")
+    inv = ctx.emit("reciprocal", {"X": ctx.emit("sqrt", {"X": ctx.emit(
+        "scale", {"X": var}, {"bias": eps})})}, hint="inv_std")
+    y = ctx.emit("elementwise_mul", {"X": d, "Y": inv}, {"axis": -1})
+    y = ctx.emit("elementwise_mul", {"X": y, "Y": ctx.var(1)}, {"axis": 1})
+    ctx.emit("elementwise_add", {"X": y, "Y": ctx.var(2)}, {"axis": 1}, out=0)
+    for j, stat, i in ((1, mean, 3), (2, var, 4)):
+        if not ctx.wants(j):
+            continue
+        if ctx.dtype(i) != dt:
+            ctx.fail(f"input #{i} is {ctx.dtype(i)}, X is {dt}: training mode needs one type")
+        flat = ctx.emit("reshape2", {"X": stat}, {"shape": [-1]})
+        old = ctx.emit("scale", {"X": ctx.var(i)}, {"scale": mom})
+        ctx.emit("elementwise_add", {"X": old, "Y": ctx.emit("scale", {"X": flat},
+                                                              {"scale": 1.0 - mom})},
+                 {"axis": -1}, out=j)
+
+
+def dropout_training(ctx: NodeCtx, ratio: float) -> None:
+    """Dropout with training_mode true: fluid's dropout (upscale_in_train: kept cells
+    scaled by 1 / (1 - ratio)); ONNX's seed attribute becomes the op's fixed seed. The
+    mask is random, so equal in distribution (not in values) to another runtime's."""
+    _float(ctx)
+    seed = ctx.attr("seed")
+    out = ctx.new_var(0)
+    mask = ctx.new_var(None, "mask")
+    ctx.emit_op("dropout", {"X": ctx.var(0)}, {"Out": [out], "Mask": [mask]},
+                {"dropout_prob": ratio, "is_test": False,
+                 "dropout_implementation": "upscale_in_train",
+                 "fix_seed": seed is not None, "seed": int(seed or 0) & 0x7FFFFFFF})
+    if ctx.wants(1):
+        ctx.emit("cast", {"X": mask}, {"in_dtype": _enum(np.dtype(np.uint8)),
+                                       "out_dtype": _enum(np.dtype(bool))}, out=1)
 
 
 def _instance_norm(ctx: NodeCtx) -> None:

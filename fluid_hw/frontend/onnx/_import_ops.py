@@ -503,9 +503,15 @@ def _global_pool(kind: str) -> Converter:
 
 
 def _batch_norm(ctx: NodeCtx) -> None:
-    if ctx.attr("training_mode", 0) or any(ctx.wants(j) for j in range(1, ctx.out_count())):
-        ctx.fail("training mode (batch statistics, running-mean outputs) is not supported; "
-                 "export the model for inference")
+    if ctx.attr("training_mode", 0):
+        from ._import_more import batch_norm_training
+
+        batch_norm_training(ctx)
+        return
+    if any(ctx.wants(j) for j in range(1, ctx.out_count())):
+        ctx.fail("the running-mean / saved-statistics outputs without training_mode (opsets "
+                 "before 14) are not supported; export the model for inference or with "
+                 "opset >= 14")
     eps = float(ctx.attr("epsilon", 1e-5))
     var_in = ctx.var(4)
     if eps > 1e-3:
@@ -638,8 +644,18 @@ def _dropout(ctx: NodeCtx) -> None:
     training = ctx.const(2) if ctx.has(2) else None
     if ctx.has(2) and (training is None or bool(training.reshape(-1)[0])):
         ratio = ctx.const(1) if ctx.has(1) else np.array(0.5)
-        if ratio is None or float(ratio.reshape(())) != 0.0:
-            ctx.fail("training mode is not supported; export the model for inference")
+        if training is None or ratio is None:
+            what = "training_mode (input #2)" if training is None else "ratio (input #1)"
+            ctx.need_const(2 if training is None else 1, what)
+        assert ratio is not None
+        r = float(ratio.reshape(()))
+        if not 0.0 <= r < 1.0:
+            ctx.fail(f"ratio {r} must be in [0, 1)")
+        if r != 0.0:
+            from ._import_more import dropout_training
+
+            dropout_training(ctx, r)
+            return
     x = ctx.var(0)
     ctx.alias(0, x)
     if ctx.wants(1):

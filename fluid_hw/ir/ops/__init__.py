@@ -8,6 +8,7 @@ from . import (  # noqa: F401
     distributed,
     elementwise,
     extra,
+    fake_quant,
     feed_fetch,
     fused,
     interp,

@@ -54,6 +54,7 @@ def _load() -> None:
             control_flow,
             elementwise,
             extra,
+            fake_quant,
             feed_fetch,
             fused,
             interp,

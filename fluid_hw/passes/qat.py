@@ -1,0 +1,281 @@
+"""Quantisation-aware training: insert fake-quantise ops into a training program.
+
+    qat = quant_aware(main, startup, QATConfig(Precision(w=2, a=2)))
+    fluid_hw.optimizer.Adam(1e-3).minimize(loss)      # after quant_aware
+    ...train main...
+    int_prog = freeze(qat.test_program, scope, feed_names=["pixels"],
+                      fetch_names=[prob.name])       # fluid_hw.passes.qat_freeze
+
+Paddle's ``QuantizationTransformPass`` is the model; docs/qat.md is the guide.  Every
+*layer* -- ``mul`` with a persistable weight (what ``layers.fc`` emits), ``conv2d``,
+``depthwise_conv2d`` -- with the ops after it that fold into its integer form (a bias
+``elementwise_add`` with a persistable 1-D ``Y``, then a ``relu``) gets:
+
+* its weight through ``fake_channel_wise_quantize_dequantize_abs_max`` (per output
+  channel: ``quant_axis`` 1 for ``mul``, 0 for convolutions) or
+  ``fake_quantize_dequantize_abs_max`` (``per_channel=False``), ``w`` bits;
+* its output (after the folded relu) through
+  ``fake_quantize_dequantize_moving_average_abs_max``, ``a`` bits -- the value the
+  integer program's ``requantize`` will produce;
+* its input, when no layer produced it (the network input), through the same
+  moving-average op at ``QATConfig.input_bits`` (8) bits, signed: the frozen
+  program's ``quantize``.
+
+Precision per layer (``fluid_hw.passes.precision.Precision``): ``overrides[name]``
+(name = the weight's prefix, ``fc_0`` for ``fc_0.w_0``), else ``precision``; with
+``keep_first_last`` (default), a layer not named in ``overrides`` that is the first
+(weights) or the last (weights and output) gets 8 bits there, as FINN does.  Output
+activation kinds: ``a_type``, except that a signed activation below 8 bits after a
+relu becomes unsigned (a relu's output has no negative half to spend codes on), and
+a bipolar activation *replaces* the relu before it (``sign`` of a relu's output is
+always +1; the quantiser reads the relu's input, as a binarised network's sign
+activation does).
+
+The moving scales are persistable state (``<var>.scale``, ``.accum``, ``.state``,
+initialised to 0.001, 0, 0 by the startup program, so the first training step's
+scale is that batch's max|x|), updated in training and read in test mode
+(``Program.clone(for_test=True)`` sets ``is_test``), like ``batch_norm``'s running
+statistics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..errors import QuantizationError
+from ..ir.program import Block, Operator, Program, VarType
+from .precision import Precision
+
+__all__ = ["LAYER_OPS", "QATConfig", "QATLayer", "QATProgram", "layer_name", "quant_aware"]
+
+#: op type -> (input slot, weight slot, output slot, weight's output-channel axis)
+LAYER_OPS: dict[str, tuple[str, str, str, int]] = {
+    "mul": ("X", "Y", "Out", 1),
+    "conv2d": ("Input", "Filter", "Output", 0),
+    "depthwise_conv2d": ("Input", "Filter", "Output", 0),
+}
+ACT_QUANT = "fake_quantize_dequantize_moving_average_abs_max"
+SCALE_INIT = 0.001  # Paddle's default scale before any batch was seen
+
+
+@dataclass(frozen=True)
+class QATConfig:
+    """What ``quant_aware`` does (module doc): the default ``precision``, per-layer
+    ``overrides`` by layer name, 8-bit first / last layers (``keep_first_last``), the
+    network input's width (``input_bits``), the observers' ``moving_rate``, layers to
+    leave in float (``skip``: layer names)."""
+
+    precision: Precision = field(default_factory=Precision)
+    overrides: Mapping[str, Precision] = field(default_factory=dict)
+    keep_first_last: bool = True
+    input_bits: int = 8
+    moving_rate: float = 0.9
+    skip: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.input_bits <= 16:
+            raise QuantizationError(f"QATConfig: input_bits={self.input_bits}: use 2 to 16 "
+                                    "(the network input is quantised signed)")
+        if not 0.0 <= self.moving_rate < 1.0:
+            raise QuantizationError(f"QATConfig: moving_rate={self.moving_rate} must be in "
+                                    "[0, 1)")
+        object.__setattr__(self, "skip", tuple(self.skip))
+
+    def layer_precision(self, name: str, index: int, count: int) -> Precision:
+        """The precision of layer ``name``, the ``index``-th of ``count`` layers."""
+        if name in self.overrides:
+            return self.overrides[name]
+        p = self.precision
+        if self.keep_first_last and index == 0:
+            p = Precision(8, p.a, "signed", p.a_type, p.per_channel)
+        if self.keep_first_last and index == count - 1:
+            p = Precision(8, 8, "signed", "signed", p.per_channel)
+        return p
+
+
+@dataclass
+class QATLayer:
+    """One quantised layer, as ``quant_aware`` set it up."""
+
+    name: str
+    op_type: str
+    precision: Precision
+    weight: str
+    act_kind: str  # the output quantiser's kind: signed, unsigned or bipolar
+    relu: bool  # a relu folds into the layer (False when a bipolar quantiser replaced it)
+    output: str  # the output quantiser's float output (what later ops read)
+    scale: str  # the output quantiser's moving scale
+
+
+@dataclass
+class QATProgram:
+    """What ``quant_aware`` returns: the program it changed (in place), its test-mode
+    clone (taken before any backward pass: what ``freeze`` takes), the layers."""
+
+    program: Program
+    test_program: Program
+    layers: list[QATLayer]
+
+
+def layer_name(weight: str) -> str:
+    """A layer's name: its weight's prefix (``fc_0`` for ``fc_0.w_0``)."""
+    return weight.split(".", 1)[0]
+
+
+@dataclass
+class _Chain:
+    index: int  # the layer op
+    op: Operator
+    x: str
+    w: str
+    out: str  # the float value after the folded bias and relu
+    last: int  # index of the last folded op
+    relu: int | None  # index of the folded relu
+
+
+def _consumers(block: Block, name: str) -> list[int]:
+    return [i for i, op in enumerate(block.ops) if name in op.input_arg_names]
+
+
+def _persistable(block: Block, name: str) -> bool:
+    v = block._find_var_recursive(name)
+    return v is not None and v.persistable
+
+
+def _chains(block: Block, skip: tuple[str, ...]) -> list[_Chain]:
+    out = []
+    for i, op in enumerate(block.ops):
+        slots = LAYER_OPS.get(op.type)
+        if slots is None:
+            continue
+        xs, ws, os, _ = slots
+        if not op.input(ws) or not _persistable(block, op.input(ws)[0]):
+            continue
+        w = op.input(ws)[0]
+        if layer_name(w) in skip:
+            continue
+        if op.type == "mul" and (op.attr("x_num_col_dims") != 1 or op.attr("y_num_col_dims") != 1):
+            raise QuantizationError(f"quant_aware: mul (-> {op.output('Out')[0]}) with "
+                                    "x_num_col_dims / y_num_col_dims other than 1 has no integer "
+                                    f"form; leave it in float: QATConfig(skip=[{layer_name(w)!r}])")
+        cur, last, relu = op.output(os)[0], i, None
+        nxt = _consumers(block, cur)
+        if len(nxt) == 1:
+            add = block.ops[nxt[0]]
+            if add.type == "elementwise_add" and add.input("X") == [cur] and \
+                    _persistable(block, add.input("Y")[0]) and \
+                    len(block._var_recursive(add.input("Y")[0]).shape) == 1:
+                cur, last = add.output("Out")[0], nxt[0]
+                nxt = _consumers(block, cur)
+        if len(nxt) == 1 and block.ops[nxt[0]].type == "relu":
+            relu = last = nxt[0]
+            cur = block.ops[relu].output("Out")[0]
+        out.append(_Chain(i, op, op.input(xs)[0], w, cur, last, relu))
+    return out
+
+
+class _Inserter:
+    def __init__(self, program: Program, startup: Program, cfg: QATConfig) -> None:
+        self.block = program.global_block()
+        self.startup = startup.global_block()
+        self.cfg = cfg
+
+    def _like(self, src: str, name: str) -> str:
+        v = self.block._var_recursive(src)
+        self.block.create_var(name=name, shape=list(v.shape), dtype=v.dtype,
+                              lod_level=v.lod_level)
+        return name
+
+    def _state(self, base: str, what: str, value: float) -> str:
+        name = f"{base}.{what}"
+        if self.block._find_var_recursive(name) is not None:
+            raise QuantizationError(f"quant_aware: variable {name!r} exists already; was "
+                                    "quant_aware run on this program before?")
+        for b in (self.block, self.startup):
+            b.create_var(name=name, shape=[1], dtype="float32", persistable=True,
+                         stop_gradient=True)
+        self.startup.append_op("fill_constant", outputs={"Out": name},
+                               attrs={"shape": [1], "dtype": VarType.FP32, "value": value})
+        return name
+
+    def act_quant(self, index: int, x: str, out_name: str, bits: int, kind: str) -> str:
+        """A moving-average quantise-dequantise of ``x`` inserted at ``index``."""
+        scale = self._state(out_name, "scale", SCALE_INIT)
+        accum = self._state(out_name, "accum", 0.0)
+        state = self._state(out_name, "state", 0.0)
+        out = self._like(x, f"{out_name}.quantized")
+        self.block._insert_op(
+            index, ACT_QUANT, {"X": x, "InScale": scale, "InAccum": accum, "InState": state},
+            {"Out": out, "OutScale": scale, "OutAccum": accum, "OutState": state},
+            {"bit_length": bits, "kind": kind, "moving_rate": self.cfg.moving_rate})
+        return out
+
+    def weight_quant(self, index: int, w: str, p: Precision, axis: int) -> str:
+        out = self._like(w, f"{w}.quantized")
+        scale = self.block.create_var(name=f"{w}.scale", dtype="float32",
+                                      stop_gradient=True).name
+        if p.per_channel:
+            t, attrs = "fake_channel_wise_quantize_dequantize_abs_max", {"quant_axis": axis}
+        else:
+            t, attrs = "fake_quantize_dequantize_abs_max", {}
+        self.block._insert_op(index, t, {"X": w}, {"Out": out, "OutScale": scale},
+                              {**attrs, "bit_length": p.w, "kind": p.w_type})
+        return out
+
+
+def _rename_reads(block: Block, old: str, new: str, start: int) -> None:
+    for op in block.ops[start:]:
+        if old in op.input_arg_names:
+            op._rename_input(old, new)
+
+
+def _act_kind(p: Precision, relu: bool) -> str:
+    if p.a_type == "signed" and relu and p.a < 8:
+        return "unsigned"
+    return p.a_type
+
+
+def quant_aware(program: Program, startup_program: Program,
+                config: QATConfig | None = None) -> QATProgram:
+    """Insert fake-quantise ops into the training ``program`` (in place) and their
+    state's initialisers into ``startup_program`` (module doc).  Call it before
+    ``append_backward`` / ``optimizer.minimize``.  Returns the program, its
+    test-mode clone and the layers."""
+    cfg = config if config is not None else QATConfig()
+    block = program.global_block()
+    if any(op.type.endswith("_grad") for op in block.ops):
+        raise QuantizationError("quant_aware: the program already has a backward pass; call "
+                                "quant_aware before append_backward / optimizer.minimize")
+    chains = _chains(block, cfg.skip)
+    if not chains:
+        raise QuantizationError("quant_aware: the program has no layer to quantise (mul with "
+                                "a persistable weight, conv2d, depthwise_conv2d)")
+    outputs = {c.out for c in chains}
+    ins = _Inserter(program, startup_program, cfg)
+    layers: list[QATLayer] = []
+    # last layer first: the indices of earlier ops stay valid
+    for k in range(len(chains) - 1, -1, -1):
+        c = chains[k]
+        name = layer_name(c.w)
+        p = cfg.layer_precision(name, k, len(chains))
+        kind = _act_kind(p, c.relu is not None)
+        if kind == "bipolar" and c.relu is not None:
+            relu = block.ops[c.relu]
+            src = relu.input("X")[0]
+            block._remove_op(c.relu)
+            q = ins.act_quant(c.relu, src, c.out, p.a, kind)
+            _rename_reads(block, c.out, q, c.relu + 1)
+        else:
+            q = ins.act_quant(c.last + 1, c.out, c.out, p.a, kind)
+            _rename_reads(block, c.out, q, c.last + 2)
+        wq = ins.weight_quant(c.index, c.w, p, LAYER_OPS[c.op.type][3])
+        op = block.ops[c.index + 1]
+        op._rename_input(c.w, wq)
+        if c.x not in outputs:
+            xq = ins.act_quant(c.index, c.x, c.x, cfg.input_bits, "signed")
+            block.ops[c.index + 2]._rename_input(c.x, xq)
+        layers.append(QATLayer(name, c.op.type, p, c.w, kind,
+                               c.relu is not None and kind != "bipolar", q, f"{c.out}.scale"))
+    layers.reverse()
+    return QATProgram(program, program.clone(for_test=True), layers)
