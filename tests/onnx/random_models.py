@@ -231,7 +231,9 @@ def gen_matmul(r: R) -> list[Case]:
     k = int(r.integers(2, 6))
     specs = [([3, k], [k, 4], C), ([3, k], [k, 4], F), ([2, 3, k], [k, 5], C),
              ([2, 3, k], [2, k, 5], F), ([k], [k, 3], F), ([3, k], [k], F), ([k], [k], F),
-             ([2, 2, 3, k], [2, 2, k, 4], F), ([2, 3, k], [k, 4], F)]
+             ([2, 2, 3, k], [2, 2, k, 4], F), ([2, 3, k], [k, 4], F),
+             # batch dims broadcast on both sides
+             ([3, 1, 2, k], [1, 2, k, 4], F), ([2, 1, 3, k], [4, k, 2], F)]
     return [node_case("MatMul", [F(normal(r, a)), kind(normal(r, b))], opset=pick(r, OPSETS),
                       id=f"MatMul-{'x'.join(map(str, a))}@{'x'.join(map(str, b))}-{kind.__name__}")
             for a, b, kind in specs]

@@ -298,6 +298,30 @@ def _batch_dims_ok(xs: Sequence[int], ys: Sequence[int]) -> bool:
     return len(xb) == len(yb) and all(a == b or a < 0 or b < 0 for a, b in zip(xb, yb))
 
 
+def _broadcast_batch(ctx: NodeCtx, xs: list[int], ys: list[int]) -> tuple[str, str]:
+    """Both operands tiled (``expand``) to numpy's broadcast of their batch dims, which
+    fluid's matmul needs equal."""
+    n = max(len(xs), len(ys)) - 2
+    xb, yb = [1] * (n - len(xs) + 2) + xs[:-2], [1] * (n - len(ys) + 2) + ys[:-2]
+    if any(d < 0 for d in xb + yb):
+        ctx.fail(f"batch dims of {xs} and {ys} differ and are not all known at import time; "
+                 "fluid-hw's matmul needs equal batch dims or one operand of rank <= 2")
+    if any(p != q and 1 not in (p, q) for p, q in zip(xb, yb)):
+        ctx.fail(f"batch dims of {xs} and {ys} do not broadcast")
+    target = [max(p, q) for p, q in zip(xb, yb)]
+    outs = []
+    for i, (shape, batch) in enumerate(((xs, xb), (ys, yb))):
+        v = ctx.var(i)
+        lead = n + 2 - len(shape)
+        if lead:
+            v = ctx.emit("unsqueeze2", {"X": v}, {"axes": list(range(lead))})
+        times = [t // d for t, d in zip(target, batch)]
+        if any(t != 1 for t in times):
+            v = ctx.emit("expand", {"X": v}, {"expand_times": [*times, 1, 1]})
+        outs.append(v)
+    return outs[0], outs[1]
+
+
 def _matmul(ctx: NodeCtx) -> None:
     b = ctx.const(1)
     xs, ys = ctx.shape(0), ctx.shape(1)
@@ -305,11 +329,11 @@ def _matmul(ctx: NodeCtx) -> None:
         ctx.emit("mul", {"X": ctx.var(0), "Y": ctx.var(1)}, {"x_num_col_dims": len(xs) - 1},
                  out=0)
         return
+    a, b_var = ctx.var(0), ctx.var(1)
     if not _batch_dims_ok(xs, ys):
-        ctx.fail(f"batch dims of {xs} and {ys} differ; fluid-hw's matmul needs equal batch "
-                 "dims or one operand of rank <= 2")
+        a, b_var = _broadcast_batch(ctx, xs, ys)
     scalar = len(xs) == 1 and len(ys) == 1
-    y = ctx.emit("matmul", {"X": ctx.var(0), "Y": ctx.var(1)}, out=None if scalar else 0)
+    y = ctx.emit("matmul", {"X": a, "Y": b_var}, out=None if scalar else 0)
     if scalar:
         _squeeze_to_scalar(ctx, y, 0)
 
