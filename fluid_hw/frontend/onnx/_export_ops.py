@@ -532,3 +532,7 @@ EXPORTERS: dict[str, OpExport] = {
     **{p.fluid: OpExport(_from_pair(p), p.onnx) for p in PAIRS},
     **_SPECIAL,
 }
+
+from ._export_quant import QUANT_EXPORTS  # noqa: E402  (it uses the helpers above)
+
+EXPORTERS.update(QUANT_EXPORTS)

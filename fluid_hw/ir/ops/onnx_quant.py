@@ -266,3 +266,15 @@ def _infer_trunc_quant(ctx: InferContext) -> None:
     ctx.check((ctx.attr("version") == 2) == ctx.has_input("OutScale"),
               "Trunc version 2 takes OutScale, version 1 does not")
     _float_same(ctx)
+
+
+def _declare_grads() -> None:
+    from ..grad import no_grad
+
+    # the QONNX quantisers are step functions (zero gradient almost everywhere); training
+    # through them is the fake-quantise ops' job (straight-through estimators)
+    no_grad("integer", "quantize_linear", "dequantize_linear", "matmul_integer",
+            "conv_integer", "requantize_linear", "int_quant", "bipolar_quant", "trunc_quant")
+
+
+_declare_grads()
