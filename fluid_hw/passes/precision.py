@@ -15,14 +15,17 @@ pass read this type.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
+
+import numpy as np
 
 from ..errors import QuantizationError
 from ..ir.ops import quant as _q
 
 __all__ = ["Precision", "WeightType", "ActivationType", "int_range", "weight_range",
-           "acc_bits", "max_abs"]
+           "acc_bits", "max_abs", "requant_thresholds"]
 
 WeightType = Literal["signed", "bipolar"]
 ActivationType = Literal["signed", "unsigned", "bipolar"]
@@ -111,3 +114,34 @@ class Precision:
     def with_activations(self, a: int, a_type: str = "signed") -> Precision:
         return Precision(self.w, a, self.w_type, cast(ActivationType, a_type),
                          self.per_channel)
+
+
+def requant_thresholds(multiplier: Sequence[int] | np.ndarray,
+                       shift: Sequence[int] | np.ndarray, lo: int, hi: int,
+                       bipolar: bool = False) -> np.ndarray:
+    """The ``multi_threshold`` thresholds (int32 ``[C, T]``) equal to ``requantize`` with
+    per-channel ``multiplier`` / ``shift`` and rails ``[lo, hi]`` (or its sign when
+    ``bipolar``, ``T = 1``).
+
+    ``requantize`` gives ``clamp(R(x), lo, hi)`` with ``R(x) = (x * m + 2^(n-1)) >> n``,
+    non-decreasing in ``x`` (``m >= 0``); level ``v`` in ``lo + 1 .. hi`` is reached from
+    the least ``x`` with ``R(x) >= v``, i.e. ``x * m >= v * 2^n - 2^(n-1)``: ``t_v =
+    ceil((v * 2^n - 2^(n-1)) / m)``, computed in Python ints (with ``m = 0`` R is 0).
+    Thresholds are clipped to int32: one below it is always crossed (exact), one above
+    it is never crossed by an ``x < 2^31 - 1``, so the two ops agree for every int32
+    ``x`` but ``2^31 - 1``."""
+    levels = [0] if bipolar else list(range(lo + 1, hi + 1))
+    rows = []
+    for m, n in zip(multiplier, shift):
+        m, n = int(m), int(n)
+        half = 1 << (n - 1) if n > 0 else 0
+        row = []
+        for v in levels:
+            need = (v << n) - half  # x * m >= need
+            if m == 0:
+                t = _q.INT32_MIN if need <= 0 else _q.INT32_MAX
+            else:
+                t = -((-need) // m)
+            row.append(min(max(t, _q.INT32_MIN), _q.INT32_MAX))
+        rows.append(row)
+    return np.array(rows, np.int64).astype(np.int32)

@@ -56,14 +56,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..errors import FluidError, QuantizationError
 from ..ir import dtypes
-from ..ir.ops.quant import MULTIPLIER_MAX, SHIFT_MAX, WEIGHT_DTYPE, quantized_dtype
+from ..ir.ops.quant import BITS, MULTIPLIER_MAX, SHIFT_MAX, WEIGHT_DTYPE, quantized_dtype
 from ..ir.program import Block, Operator, Program, VarType
 from ..ir.registry import op_has_category
 from ..ir.scope import Scope
@@ -80,8 +80,9 @@ from ._graph import (
 )
 from .base import ParamStore, PassContext, Runner, get_pass, get_value
 from .manager import PassManager, fixpoint
+from .precision import Precision, acc_bits, int_range, max_abs, requant_thresholds
 
-__all__ = ["QuantConfig", "QuantizationError", "quantization_report", "quantize",
+__all__ = ["Precision", "QuantConfig", "QuantizationError", "quantization_report", "quantize",
            "quantized_region", "requant_params"]
 
 #: ops besides the layout category that keep a quantised value's scale
@@ -108,14 +109,32 @@ _SUPPORTED = ("fc / mul (activation none or relu, in_num_col_dims 1), conv2d / "
 class QuantConfig:
     """How to quantise.
 
-    * ``weight_bits``: 8 (default), 4 (stored in int8, values in [-7, 7]) or 16;
-    * ``activation_bits``: 8 (default) or 16;
+    * ``weight_bits``: 8 (default), 1 to 7 (stored in int8; 4-bit in [-7, 7], 2-bit
+      ternary, 1-bit bipolar {-1, +1}) or 16;
+    * ``activation_bits``: 8 (default), 1 to 7 or 16 -- the simple spelling of
+      ``precision=Precision(w=weight_bits, a=activation_bits)``;
+    * ``precision``: every layer's :class:`~.precision.Precision` (weights, output
+      activations); give it or the two above, not both;
+    * ``overrides``: per-layer precision, ``{"fc_0": Precision(w=8, a=8)}``; a key is a
+      layer's name (its weight's or output's prefix before the first dot, ``fc_0``,
+      ``conv2d_1``), an output name, or an op type (``"conv2d"``); a name wins over a
+      type.  A key naming a program input (``"x"``) sets that input's precision (its
+      ``a`` and ``a_type``);
+    * ``first_last_8bit``: as in FINN, the program's input and the first layers' weights
+      (the layers reading it) and the last layers' weights and outputs stay at 8 bits
+      when the precision is narrower (default True; an override still wins);
+    * ``thresholds``: a layer whose output has 1 to 4 bits gets a ``multi_threshold``
+      (compare against per-channel thresholds) instead of a ``requantize``; same integers;
     * ``per_channel``: one weight scale per output channel (default) or one per tensor;
     * ``observer``: ``"max"`` or ``"percentile"`` (of |x|, ``percentile``) for activations;
     * ``exclude``: op types or output variable names to keep in float;
     * ``float_fallback``: unsupported ops inside the region become float islands
       instead of raising :class:`QuantizationError`;
     * ``fuse``: run the float fusion passes first (conv+bn, fc, conv+bias+act).
+
+    Narrow activations (``a < 8``) after a ReLU are unsigned (``[0, 2^a - 1]``: the
+    negative half would be unused) unless the precision says ``a_type="bipolar"``; a
+    bipolar layer output is the sign of the layer's value (its ReLU, if any, dropped).
     """
 
     weight_bits: int = 8
@@ -126,17 +145,43 @@ class QuantConfig:
     exclude: tuple[str, ...] = ()
     float_fallback: bool = False
     fuse: bool = True
+    precision: Precision | None = None
+    overrides: Mapping[str, Precision] = field(default_factory=dict)
+    first_last_8bit: bool = True
+    thresholds: bool = False
 
     def __post_init__(self) -> None:
-        if self.weight_bits not in (4, 8, 16):
-            raise QuantizationError(f"weight_bits={self.weight_bits}: use 4, 8 or 16")
-        if self.activation_bits not in (8, 16):
-            raise QuantizationError(f"activation_bits={self.activation_bits}: use 8 or 16")
+        if self.weight_bits not in BITS:
+            raise QuantizationError(f"weight_bits={self.weight_bits}: use 1 to 8 or 16")
+        if self.activation_bits not in BITS:
+            raise QuantizationError(f"activation_bits={self.activation_bits}: use 1 to 8 "
+                                    "or 16")
+        if self.precision is not None and (self.weight_bits, self.activation_bits) != (8, 8):
+            raise QuantizationError("give either precision=Precision(...) or weight_bits / "
+                                    "activation_bits, not both")
         if self.observer not in ("max", "percentile"):
             raise QuantizationError(f"observer={self.observer!r}: use 'max' or 'percentile'")
         if not 0 < self.percentile <= 100:
             raise QuantizationError(f"percentile={self.percentile} must be in (0, 100]")
+        for k, v in dict(self.overrides).items():
+            if not isinstance(v, Precision):
+                raise QuantizationError(f"overrides[{k!r}] is {v!r}; give a Precision(w=, a=)")
         object.__setattr__(self, "exclude", tuple(self.exclude))
+        object.__setattr__(self, "overrides", dict(self.overrides))
+
+    @property
+    def default_precision(self) -> Precision:
+        """Every layer's precision unless an override or the first/last rule says
+        otherwise."""
+        if self.precision is not None:
+            return self.precision
+        return Precision(self.weight_bits, self.activation_bits, per_channel=self.per_channel)
+
+    @property
+    def boundary_bits(self) -> int:
+        """The width of values the quantised region takes in and of its 8-bit ops
+        (joins, tables, pooling sums): 16 with 16-bit activations, else 8."""
+        return 16 if self.default_precision.a == 16 else 8
 
 
 # -- integer helpers (docs/fixed_point.md) ------------------------------------------------
@@ -259,8 +304,12 @@ class _Quantizer:
         self.targets = targets
         self.block: Block = fp.global_block()
         self.graph = BlockGraph(fp, PassContext(fetch_names=targets))
-        self.abits = cfg.activation_bits
+        self.abits = cfg.boundary_bits
         self.adtype = quantized_dtype(self.abits)
+        #: float name -> (bits, kind) of its integer version (default: abits, signed)
+        self.fmt: dict[str, tuple[int, str]] = {}
+        #: layer op index -> its precision (resolve_precisions)
+        self.precisions: dict[int, Precision] = {}
         self.qvars: dict[str, tuple[str, np.float32]] = {}  # float name -> (int name, scale)
         self.has_float: set[str] = set()  # float names a float op or feed still provides
         self.items: list[Any] = []
@@ -420,20 +469,63 @@ class _Quantizer:
                               dtype=dtype, lod_level=v.lod_level if v is not None else 0)
         return name
 
-    def scale_of(self, name: str) -> np.float32:
+    def fmt_of(self, name: str) -> tuple[int, str]:
+        """``(bits, kind)`` of the integer version of float ``name``."""
+        return self.fmt.get(name, (self.abits, "signed"))
+
+    def dtype_of(self, fmt: tuple[int, str]) -> int:
+        return quantized_dtype(fmt[0], fmt[1] != "unsigned")
+
+    def scale_of(self, name: str, fmt: tuple[int, str] | None = None) -> np.float32:
+        """The scale of float ``name`` held as ``fmt`` (default: ``abits`` signed): its
+        calibrated range over the largest positive integer (1 for bipolar values)."""
+        bits, kind = fmt if fmt is not None else (self.abits, "signed")
         amax = self.ranges.get(name, 0.0)
-        q = qmax(self.abits)
+        q = 1 if kind == "bipolar" else int_range(bits, kind)[1]
         return np.float32(amax / q) if amax > 0 else np.float32(1.0 / q)
+
+    def input_fmt(self, name: str) -> tuple[int, str]:
+        """How a float value entering the region is quantised: an override naming it, or
+        ``abits`` signed (the first/last rule) or the default precision's activations."""
+        p = self.cfg.overrides.get(name)
+        if p is None and not self.cfg.first_last_8bit:
+            p = self.cfg.default_precision
+        return (p.a, p.a_type) if p is not None else (self.abits, "signed")
 
     def int_of(self, name: str) -> tuple[str, np.float32]:
         """The quantised version of float ``name`` (a quantize op when it has none yet)."""
         if name not in self.qvars:
-            s = self.scale_of(name)
-            q = self.new_var(f"{name}.int{self.abits}", name, self.adtype)
-            self.items.append(OpSpec("quantize", {"X": [name]}, {"Out": [q]},
-                                     {"scale": float(s), "bits": self.abits, "signed": True}))
+            fmt = self.input_fmt(name)
+            s = self.scale_of(name, fmt)
+            q = self.new_var(f"{name}.int{fmt[0]}", name, self.dtype_of(fmt))
+            attrs: dict[str, Any] = {"scale": float(s), "bits": fmt[0],
+                                     "signed": fmt[1] != "unsigned"}
+            if fmt[1] == "bipolar":
+                attrs["bipolar"] = True
+            self.items.append(OpSpec("quantize", {"X": [name]}, {"Out": [q]}, attrs))
             self.qvars[name] = (q, s)
+            self.fmt[name] = fmt
         return self.qvars[name]
+
+    # -- precision
+    def resolve_precisions(self, layers: dict[int, _Layer], qnames: set[str]) -> None:
+        """Each layer's :class:`Precision`: the default, with the first/last rule (the
+        layers reading a value from outside the region, and those no layer depends on,
+        keep 8-bit weights; the last ones 8-bit outputs too), then an override by name
+        or by op type (docs/fixed_point.md)."""
+        cfg = self.cfg
+        need = self._feeds_layer(layers)
+        for i, ly in layers.items():
+            p = cfg.default_precision
+            if cfg.first_last_8bit:
+                first, last = ly.x not in qnames, ly.out not in need
+                if (first or last) and p.w < 8:
+                    p = p.with_weights(8)
+                if last and p.a < 8:
+                    p = p.with_activations(8)
+            keys = [ly.out, ly.out.split(".")[0], ly.w.split(".")[0], ly.op.type]
+            p = next((cfg.overrides[k] for k in keys if k in cfg.overrides), p)
+            self.precisions[i] = p
 
     def float_of(self, name: str) -> None:
         """Make float ``name`` available (a dequantize when only its integer version is)."""
@@ -444,34 +536,44 @@ class _Quantizer:
             self.has_float.add(name)
 
     # -- layers
-    def emit_layer(self, ly: _Layer) -> None:
-        cfg = self.cfg
+    def emit_layer(self, ly: _Layer, p: Precision) -> None:
         op = ly.op
         conv = op.type not in ("fc", "mul")
         xq, s_in = self.int_of(ly.x)
+        in_fmt = self.fmt_of(ly.x)
+        in_lo, in_hi = int_range(*in_fmt)
         w = get_value(self.scope, ly.w)
         assert w is not None
         w64 = np.asarray(w, np.float64)
         axis = 0 if conv else 1  # the output-channel axis of the weights
-        wmax_q = qmax(cfg.weight_bits)
+        w_lo, wmax_q = p.weight_range
         red = tuple(a for a in range(w64.ndim) if a != axis)
-        amax = np.max(np.abs(w64), axis=red) if cfg.per_channel else \
-            np.array([np.max(np.abs(w64))])
-        whole = float(np.max(amax)) if amax.size else 0.0
-        amax = np.where(amax > 0, amax, whole if whole > 0 else float(wmax_q))
-        s_w = _f32(amax / wmax_q)
         channels = w.shape[axis]
-        s_w_full = np.broadcast_to(s_w.astype(np.float64), (channels,))
         shape = [1] * w64.ndim
         shape[axis] = channels
-        wq = np.clip(round_half_even(w64 / s_w_full.reshape(shape)), -wmax_q, wmax_q)
-        wq = wq.astype(dtypes.to_numpy(WEIGHT_DTYPE[cfg.weight_bits]))
+        if p.w_type == "bipolar":  # the sign; scale: the mean |w| (least squares)
+            amax = np.mean(np.abs(w64), axis=red) if p.per_channel else \
+                np.array([np.mean(np.abs(w64))])
+            amax = np.where(amax > 0, amax, 1.0)
+            s_w = _f32(amax)
+            wq = np.where(w64 >= 0, 1, -1)
+        else:
+            amax = np.max(np.abs(w64), axis=red) if p.per_channel else \
+                np.array([np.max(np.abs(w64))])
+            whole = float(np.max(amax)) if amax.size else 0.0
+            amax = np.where(amax > 0, amax, whole if whole > 0 else float(wmax_q))
+            s_w = _f32(amax / wmax_q)
+            s_w_b = np.broadcast_to(s_w.astype(np.float64), (channels,))
+            wq = np.clip(round_half_even(w64 / s_w_b.reshape(shape)), w_lo, wmax_q)
+        s_w_full = np.broadcast_to(s_w.astype(np.float64), (channels,))
+        wq = wq.astype(dtypes.to_numpy(WEIGHT_DTYPE[p.w]))
         k = int(np.prod(w.shape[1:])) if conv else w.shape[0]
-        products = k * wmax_q * 2 ** (self.abits - 1)
+        x_max = max_abs(in_lo, in_hi)
+        products = k * wmax_q * x_max
         if products >= 2**31:
             raise QuantizationError(
-                f"{op.type} (-> {ly.out}): {k} products of {cfg.weight_bits}-bit weights and "
-                f"{self.abits}-bit activations can reach {products}, beyond the int32 "
+                f"{op.type} (-> {ly.out}): {k} products of {p.w}-bit weights and "
+                f"{in_fmt[0]}-bit activations can reach {products}, beyond the int32 "
                 "accumulator (2^31); use 8-bit activations or weights for this layer, or "
                 f"exclude it: QuantConfig(exclude=[{ly.out!r}])")
         acc_scale = np.float64(s_in) * s_w_full
@@ -485,24 +587,31 @@ class _Quantizer:
             if products + bq_max >= 2**31:
                 raise QuantizationError(
                     f"{op.type} (-> {ly.out}): the quantised bias reaches {bq_max}; with "
-                    f"{k} products of up to {wmax_q * 2 ** (self.abits - 1)} the int32 "
+                    f"{k} products of up to {wmax_q * x_max} the int32 "
                     "accumulator could overflow. The input or weight scale is too small for "
                     "this bias: use per-channel weights or a wider calibration range, or "
                     f"exclude the layer: QuantConfig(exclude=[{ly.out!r}])")
+        # the output: narrow after a relu is unsigned; bipolar drops the relu
+        relu, out_fmt = ly.relu, (p.a, p.a_type)
+        if p.a_type == "bipolar":
+            relu = False
+        elif relu and p.a_type == "signed" and p.a < 8:
+            out_fmt = (p.a, "unsigned")
+        s_out = self.scale_of(ly.out, out_fmt)
+        mult = acc_scale / np.float64(s_out)
+        mn = [requant_params(float(v)) for v in (mult if p.per_channel else mult[:1])]
+        if p.a_type == "bipolar":  # the accumulator's own sign: no rounding toward 0
+            mn = [(1, 0)]
+        m_arr = np.array([v[0] for v in mn], np.int32)
+        n_arr = np.array([v[1] for v in mn], np.int32)
         # every check passed: only now add values to the scope
-        wq_name = add_param(self.block, self.scope, f"{ly.w}.int{cfg.weight_bits}", wq)
+        wq_name = add_param(self.block, self.scope, f"{ly.w}.int{p.w}", wq)
         bias_name = None
         if bq is not None and ly.b is not None:
             bias_name = add_param(self.block, self.scope, f"{ly.b}.int32", bq.astype(np.int32))
-        s_out = self.scale_of(ly.out)
-        mult = acc_scale / np.float64(s_out)
-        mn = [requant_params(float(v)) for v in (mult if cfg.per_channel else mult[:1])]
-        m_arr = np.array([p[0] for p in mn], np.int32)
-        n_arr = np.array([p[1] for p in mn], np.int32)
-        m_name = add_param(self.block, self.scope, f"{ly.out}.multiplier", m_arr)
-        n_name = add_param(self.block, self.scope, f"{ly.out}.shift", n_arr)
         scale_attrs = {"in_scale": float(s_in), "weight_scale": [float(v) for v in s_w],
-                       "weight_bits": cfg.weight_bits}
+                       "weight_bits": p.w, "weight_type": p.w_type,
+                       "acc_bits": acc_bits((in_lo, in_hi), (w_lo, wmax_q), k, bq_max)}
         acc = self.new_var(f"{ly.out}.acc", ly.out, VarType.INT32,
                            None if conv else [self.shape_of(ly.x)[0], w.shape[1]])
         ins: dict[str, list[str]]
@@ -513,7 +622,8 @@ class _Quantizer:
         else:
             xrank = len(self.shape_of(ly.x))
             if xrank != 2:
-                flat = self.new_var(f"{xq}.flat", ly.x, self.adtype, [-1, w.shape[0]])
+                flat = self.new_var(f"{xq}.flat", ly.x, self.dtype_of(in_fmt),
+                                    [-1, w.shape[0]])
                 self.items.append(OpSpec("flatten2", {"X": [xq]}, {"Out": [flat]}, {"axis": 1}))
                 xq = flat
             ins = {"X": [xq], "W": [wq_name]}
@@ -522,17 +632,44 @@ class _Quantizer:
         if bias_name is not None:
             ins["Bias"] = [bias_name]
         self.items.append(OpSpec(kind, ins, {out_slot: [acc]}, {**attrs, **scale_attrs}))
-        outq = self.new_var(f"{ly.out}.int{self.abits}", ly.out, self.adtype)
-        self.items.append(OpSpec(
-            "requantize", {"X": [acc], "Multiplier": [m_name], "Shift": [n_name]},
-            {"Out": [outq]},
-            {"relu": ly.relu, "bits": self.abits, "out_scale": float(s_out),
-             "in_scale": [float(v) for v in acc_scale]}))
+        outq = self.new_var(f"{ly.out}.int{out_fmt[0]}", ly.out, self.dtype_of(out_fmt))
+        self.emit_activation(ly.out, acc, outq, out_fmt, relu, m_arr, n_arr, s_out, acc_scale)
         self.qvars[ly.out] = (outq, s_out)
+        self.fmt[ly.out] = out_fmt
         self.replaced |= {ly.w, *(n for i in ly.consumed
                                   for n in self.block.ops[i].output_arg_names)}
         if ly.b is not None:
             self.replaced.add(ly.b)
+
+    def emit_activation(self, out: str, acc: str, outq: str, fmt: tuple[int, str], relu: bool,
+                        m_arr: np.ndarray, n_arr: np.ndarray, s_out: np.float32,
+                        acc_scale: np.ndarray) -> None:
+        """A layer's output quantiser: ``requantize`` with the output's rails, or (with
+        ``QuantConfig(thresholds=True)`` and 1-4 bits) the ``multi_threshold`` giving the
+        same integers (:func:`.precision.requant_thresholds`)."""
+        bits, kind = fmt
+        bipolar = kind == "bipolar"
+        if self.cfg.thresholds and bits <= 4:
+            lo, hi = int_range(bits, kind)
+            lo = max(lo, 0) if relu else lo
+            th = requant_thresholds(m_arr, n_arr, lo, hi, bipolar)
+            t_name = add_param(self.block, self.scope, f"{out}.thresholds", th)
+            self.items.append(OpSpec(
+                "multi_threshold", {"X": [acc], "Thresholds": [t_name]}, {"Out": [outq]},
+                {"bits": bits, "signed": kind != "unsigned", "bipolar": bipolar,
+                 "out_bias": 0 if bipolar else lo, "out_scale": float(s_out)}))
+            return
+        m_name = add_param(self.block, self.scope, f"{out}.multiplier", m_arr)
+        n_name = add_param(self.block, self.scope, f"{out}.shift", n_arr)
+        attrs: dict[str, Any] = {"relu": relu, "bits": bits, "out_scale": float(s_out),
+                                 "in_scale": [float(v) for v in acc_scale]}
+        if kind == "unsigned":
+            attrs["signed"] = False
+        if bipolar:
+            attrs["bipolar"] = True
+        self.items.append(OpSpec(
+            "requantize", {"X": [acc], "Multiplier": [m_name], "Shift": [n_name]},
+            {"Out": [outq]}, attrs))
 
     def emit_passthrough(self, op: Operator) -> None:
         x = op.input("X")[0]
@@ -550,7 +687,11 @@ class _Quantizer:
         if op.type == "pool2d" and _uniform_average(op):
             self.emit_sum_pool(op, xq, s)
             return
-        outq = self.new_var(f"{out}.int{self.abits}", out, self.adtype)
+        fmt = self.fmt_of(x)
+        if fmt[1] == "bipolar" and op.type == "pool2d" and op.attr("pooling_type") == "avg":
+            fmt = (2, "signed")  # the average of -1 and +1 values rounds to -1, 0 or 1
+        outq = self.new_var(f"{out}.int{fmt[0]}", out, self.dtype_of(fmt))
+        self.fmt[out] = fmt
         if op.type == "pool2d":
             spec = OpSpec("quantized_pool2d", {"X": [xq]}, {"Out": [outq]},
                           {a: op.attr(a) for a in _POOL_ATTR_NAMES})
@@ -692,9 +833,10 @@ class _Quantizer:
         feeds_and_params = {n for n, v in self.block.vars.items()
                             if v.persistable or n not in self.graph.producers}
         self.has_float = set(feeds_and_params)
+        self.resolve_precisions(layers, qnames)
         for i, op in enumerate(ops):
             if i in layers:
-                self.emit_layer(layers[i])
+                self.emit_layer(layers[i], self.precisions[i])
             elif i in affines:
                 emit_affine(self, affines[i])
             elif i in quantised and i not in skip:
@@ -788,19 +930,26 @@ def quantized_region(program: Program) -> set[str]:
 
 
 def quantization_report(program: Program) -> list[dict[str, Any]]:
-    """One row per quantised layer / boundary op: its type, output, scales, relu."""
+    """One row per quantised layer / boundary op: its type, output, scales, relu, and the
+    precision (weight bits and type, accumulator bits, output bits and kind)."""
     rows: list[dict[str, Any]] = []
     for op in program.global_block().ops:
         if op.type in ("quantize", "dequantize"):
             rows.append({"op": op.type, "out": op.output("Out")[0], "scale": op.attr("scale")})
         elif op.type in ("quantized_fc", "quantized_conv2d", "quantized_affine"):
             ws = op.attr("weight_scale")
-            rows.append({"op": op.type, "out": op.output_arg_names[0],
-                         "in_scale": op.attr("in_scale"), "weight_bits": op.attr("weight_bits"),
-                         "weight_scale_min": min(ws) if ws else None,
-                         "weight_scale_max": max(ws) if ws else None})
-        elif op.type == "requantize":
+            row = {"op": op.type, "out": op.output_arg_names[0],
+                   "in_scale": op.attr("in_scale"), "weight_bits": op.attr("weight_bits"),
+                   "weight_scale_min": min(ws) if ws else None,
+                   "weight_scale_max": max(ws) if ws else None}
+            if op.type != "quantized_affine":
+                row.update(weight_type=op.attr("weight_type"), acc_bits=op.attr("acc_bits"))
+            rows.append(row)
+        elif op.type in ("requantize", "multi_threshold"):
+            kind = "bipolar" if op.attr("bipolar") else \
+                "signed" if op.attr("signed") else "unsigned"
             rows.append({"op": op.type, "out": op.output("Out")[0],
-                         "out_scale": op.attr("out_scale"), "relu": op.attr("relu"),
-                         "bits": op.attr("bits")})
+                         "out_scale": op.attr("out_scale"),
+                         "relu": op.attr("relu") if op.type == "requantize" else None,
+                         "bits": op.attr("bits"), "kind": kind})
     return rows

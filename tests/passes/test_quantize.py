@@ -262,8 +262,8 @@ def test_accumulator_overflow_is_refused():
 
 
 def test_bad_configs_and_calls():
-    with pytest.raises(QuantizationError, match="weight_bits=3"):
-        QuantConfig(weight_bits=3)
+    with pytest.raises(QuantizationError, match="weight_bits=9"):
+        QuantConfig(weight_bits=9)
     with pytest.raises(QuantizationError, match="observer"):
         QuantConfig(observer="mse")
     b = digits("mlp")
