@@ -58,9 +58,9 @@ def test_ops_with_a_function_body_are_imported_as_the_body():
                       ("ThresholdedRelu", {"alpha": 0.7}), ("Celu", {"alpha": 2.0})):
         assert compare(node_case(op, [F(x)], attrs, opset=17)) is None, op
     # an unsupported node inside a body is reported with the node that holds it
-    msg = _refusal(node_case("DynamicQuantizeLinear", [F(x)], opset=17, n_out=3))
-    assert ("DynamicQuantizeLinear node 'dynamicquantizelinear_0' (opset 17), expanded into "
-            "its ONNX function body: ReduceMin node") in msg
+    msg = _refusal(node_case("Bernoulli", [F(np.abs(x) / 10)], opset=22))
+    assert ("Bernoulli node 'bernoulli_0' (opset 22), expanded into its ONNX function body: "
+            "RandomUniformLike node") in msg
 
 
 def test_other_domains_are_named():
@@ -105,3 +105,57 @@ def test_layers_of_the_new_ops():
             np.flip(np.cumsum(np.flip(xv, 0), 0), 0), np.where(cv, xv, xv * 2)]
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_pooling_beyond_pool2d_is_window_taps():
+    x = R.standard_normal([1, 2, 5, 6, 4]).astype(np.float32)
+    case = node_case("MaxPool", [F(x)], {"kernel_shape": [2, 3, 2], "dilations": [2, 1, 1],
+                                         "strides": [1, 2, 1], "pads": [1, 0, 1, 0, 1, 0]},
+                     opset=19)
+    ops = _ops(case)
+    assert "pool2d" not in ops and ops.count("strided_slice") == 12 and "elementwise_max" in ops
+    assert compare(case) is None
+    # MaxPool's Indices: flat indices into X, row-major or (storage_order=1) column-major
+    x2 = R.standard_normal([2, 3, 5, 5]).astype(np.float32)
+    for order in (0, 1):
+        case = node_case("MaxPool", [F(x2)], {"kernel_shape": [3, 3], "strides": [2, 2],
+                                              "pads": [1, 1, 1, 1], "storage_order": order},
+                         opset=19, n_out=2)
+        assert compare(case) is None
+    msg = _refusal(node_case("AveragePool", [F(x, [1, 2, None, 6, 4])],
+                             {"kernel_shape": [2, 2, 2]}, opset=19))
+    assert "AveragePool node 'averagepool_0'" in msg and "spatial dims known" in msg
+
+
+def test_rnn_is_a_gru_with_held_gates():
+    h, i = 4, 3
+    w = (R.standard_normal([2, h, i]) * 0.5).astype(np.float32)
+    r = (R.standard_normal([2, h, h]) * 0.5).astype(np.float32)
+    b = R.standard_normal([2, 2 * h]).astype(np.float32)
+    x = R.standard_normal([5, 3, i]).astype(np.float32)
+    lens = np.array([5, 2, 4], np.int32)
+    case = node_case("RNN", [F(x), C(w), C(r), C(b), F(lens)],
+                     {"hidden_size": h, "direction": "bidirectional"}, opset=14, n_out=2)
+    assert _ops(case).count("gru") == 2
+    assert compare(case) is None
+    msg = _refusal(node_case("RNN", [F(x), C(w[:1]), C(r[:1]), F(b[:1])], {"hidden_size": h},
+                             opset=14, n_out=1))
+    assert "B (input #3) must be known at import time, but it is the graph input 'in3'" in msg
+
+
+def test_dropout_in_training_mode_drops_at_random():
+    x = (R.random([40, 50]) + 0.5).astype(np.float32)
+    case = node_case("Dropout", [F(x), C(np.float32(0.25)), C(np.bool_(True))], {"seed": 7},
+                     opset=13, n_out=2)
+    m = fonnx.load(case.model)
+    (op,) = [o for o in m.program.global_block().ops if o.type == "dropout"]
+    assert not op.attr("is_test") and op.attr("fix_seed") and op.attr("seed") == 7
+    exe = fluid.Executor(fluid.CPUPlace())
+    y, mask = exe.run(m.program, feed={"in0": x}, fetch_list=m.fetch_names, scope=m.scope)
+    assert mask.dtype == np.bool_ and np.array_equal(mask, y != 0)
+    np.testing.assert_allclose(y[mask], x[mask] / 0.75, rtol=1e-6)
+    assert abs(mask.mean() - 0.75) < 5 * np.sqrt(0.75 * 0.25 / x.size)
+    # the ratio must be known at import time: it is the dropout probability attribute
+    msg = _refusal(node_case("Dropout", [F(x), F(np.float32(0.25)), C(np.bool_(True))],
+                             opset=13))
+    assert "ratio (input #1) must be known at import time, but it is the graph input" in msg

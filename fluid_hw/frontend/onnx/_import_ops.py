@@ -669,8 +669,7 @@ def _dropout(ctx: NodeCtx) -> None:
     if ctx.has(2) and (training is None or bool(training.reshape(-1)[0])):
         ratio = ctx.const(1) if ctx.has(1) else np.array(0.5)
         if training is None or ratio is None:
-            what = "training_mode (input #2)" if training is None else "ratio (input #1)"
-            ctx.need_const(2 if training is None else 1, what)
+            ctx.need_const(*((2, "training_mode") if training is None else (1, "ratio")))
         assert ratio is not None
         r = float(ratio.reshape(()))
         if not 0.0 <= r < 1.0:
