@@ -44,6 +44,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..errors import QuantizationError
+from ..ir.ops.fake_quant import FAKE_QUANT_OPS
 from ..ir.program import Block, Operator, Program, VarType
 from .precision import Precision
 
@@ -247,6 +248,9 @@ def quant_aware(program: Program, startup_program: Program,
     if any(op.type.endswith("_grad") for op in block.ops):
         raise QuantizationError("quant_aware: the program already has a backward pass; call "
                                 "quant_aware before append_backward / optimizer.minimize")
+    if any(op.type in FAKE_QUANT_OPS for op in block.ops):
+        raise QuantizationError("quant_aware: the program has fake-quantise ops already; was "
+                                "quant_aware run on this program before?")
     chains = _chains(block, cfg.skip)
     if not chains:
         raise QuantizationError("quant_aware: the program has no layer to quantise (mul with "

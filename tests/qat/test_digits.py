@@ -1,0 +1,60 @@
+"""Acceptance (issue 16): QAT on the digits MLP (64-128-64-10) at int8, w2a2 and w1a1;
+each frozen program runs on the golden model (the CPU executor's integer kernels)
+and agrees with the fake-quantised float program it came from."""
+
+import pytest
+
+from fluid_hw.passes.precision import Precision
+from tests.qat._digits import qat
+
+pytestmark = pytest.mark.slow
+
+
+def _report(name, r):
+    print(f"\n{name}: float {r.float_accuracy:.4f}, QAT (fake-quantised) {r.qat_accuracy:.4f}, "
+          f"frozen on the golden model {r.golden_accuracy:.4f}, argmax agreement "
+          f"{r.argmax_agreement:.4f}, logits equal {r.logits_equal:.4f}, max deviation "
+          f"{r.max_step_deviation:g} steps")
+
+
+def test_int8_qat_is_within_half_a_point_of_float():
+    r = qat(Precision(8, 8))
+    _report("int8", r)
+    assert r.qat_accuracy >= r.float_accuracy - 0.005
+    assert r.golden_accuracy >= r.float_accuracy - 0.005
+    assert r.argmax_agreement >= 0.99 and r.logits_equal >= 0.99 and r.max_step_deviation <= 1
+    ops = [op.type for op in r.frozen.global_block().ops]
+    assert ops == ["quantize"] + ["quantized_fc", "requantize"] * 3 + ["dequantize", "softmax"] \
+        or ops[:7] == ["quantize"] + ["quantized_fc", "requantize"] * 3
+
+
+def test_w2a2_reaches_90_percent():
+    r = qat(Precision(2, 2))
+    _report("w2a2", r)
+    assert r.qat_accuracy >= 0.90 and r.golden_accuracy >= 0.90
+    assert r.argmax_agreement >= 0.97
+    fc = [op for op in r.frozen.global_block().ops if op.type == "quantized_fc"]
+    rq = [op for op in r.frozen.global_block().ops if op.type == "requantize"]
+    # first and last layer 8-bit weights; the hidden layer ternary; 2-bit unsigned hidden
+    # activations (after relu), 8-bit logits
+    assert [op.attr("weight_bits") for op in fc] == [8, 2, 8]
+    assert [(op.attr("bits"), op.attr("signed")) for op in rq] == [(2, False), (2, False),
+                                                                   (8, True)]
+    w1 = r.scope.find_value(fc[1].input("W")[0])
+    assert set(w1.reshape(-1).tolist()) <= {-1, 0, 1}
+
+
+def test_w1a1_bipolar_reaches_85_percent():
+    r = qat(Precision(1, 1))
+    _report("w1a1", r)
+    assert r.qat_accuracy >= 0.85 and r.golden_accuracy >= 0.85
+    assert r.argmax_agreement >= 0.95
+    ops = r.frozen.global_block().ops
+    fc = [op for op in ops if op.type == "quantized_fc"]
+    rq = [op for op in ops if op.type == "requantize"]
+    assert [(op.attr("weight_bits"), op.attr("weight_type")) for op in fc] == \
+        [(8, "signed"), (1, "bipolar"), (8, "signed")]
+    assert [op.attr("bipolar") for op in rq] == [True, True, False]
+    assert set(r.scope.find_value(fc[1].input("W")[0]).reshape(-1).tolist()) == {-1, 1}
+    # the hidden layer's inputs are bipolar: its sum is the XNOR/popcount form
+    assert fc[1].attr("acc_bits") <= 9  # 128 products of +-1 and a bias
