@@ -685,6 +685,22 @@ def gen_tile(r: R) -> list[Case]:
     ]
 
 
+def gen_gather_elements(r: R) -> list[Case]:
+    out = []
+    for k in range(4):
+        s = shape(r, 1, 4)
+        ax = int(r.integers(-len(s), len(s)))
+        n = s[ax]
+        js = [int(r.integers(1, d + 1)) for d in s]  # other dims may be smaller
+        js[ax] = int(r.integers(1, 6))
+        idx = r.integers(-n, n, size=js).astype(np.int64 if k % 2 else np.int32)
+        x = normal(r, s) if k != 2 else ints(r, s)
+        out.append(node_case("GatherElements", [F(x), (C if k == 3 else F)(idx)],
+                             {"axis": ax}, opset=pick(r, (11, 13, 22)),
+                             id=f"GatherElements-{k}"))
+    return out
+
+
 def gen_cumsum(r: R) -> list[Case]:
     out = []
     for k in range(4):
@@ -814,6 +830,7 @@ GENERATORS: dict[str, Callable[[R], list[Case]]] = {
     "ReduceProd": _reduce("ReduceProd", 18), "Gather": gen_gather, "ArgMax": gen_argmax,
     "Erf": gen_erf, "HardSigmoid": gen_hard_sigmoid, "HardSwish": gen_hard_swish,
     "Gelu": gen_gelu, "Where": gen_where, "Expand": gen_expand, "Tile": gen_tile,
+    "GatherElements": gen_gather_elements,
     "CumSum": gen_cumsum, "ConstantOfShape": gen_constant_of_shape, "Range": gen_range,
     "TopK": gen_top_k, "LRN": gen_lrn, "InstanceNormalization": gen_instance_norm,
     "LayerNormalization": gen_layer_norm, "Resize": gen_resize, "Einsum": gen_einsum,

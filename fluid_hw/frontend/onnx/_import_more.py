@@ -97,6 +97,51 @@ def _cumsum(ctx: NodeCtx) -> None:
               "reverse": bool(ctx.attr("reverse", 0))}, out=0)
 
 
+def _gather_elements(ctx: NodeCtx) -> None:
+    """out[.., j, ..] = data[.., indices[.., j, ..], ..] along ``axis``: indices compared
+    (``equal``) with 0..n-1 on a new axis next to it, the data picked there (``where``)
+    and the new axis summed away, so each output is its one picked element, exactly."""
+    r = ctx.rank(0)
+    if ctx.rank(1) != r:
+        ctx.fail(f"indices of rank {ctx.rank(1)}; GatherElements needs the data's rank {r}")
+    axis = _norm(int(ctx.attr("axis", 0)), r, ctx)
+    ds, js = ctx.shape(0), ctx.shape(1)
+    n = ds[axis]
+    if n < 0:
+        ctx.fail(f"data of shape {ds}: the gathered axis {axis} must be known at import time")
+    if ctx.dtype(1).kind != "i":
+        ctx.fail(f"indices are {ctx.dtype(1)}; GatherElements takes int32 or int64")
+    if ctx.dtype(0).kind not in "fi":
+        ctx.fail(f"data is {ctx.dtype(0)}; fluid-hw gathers float and integer tensors here")
+    if nbytes([abs(d) for d in js] + [n], ctx.dtype(0)) > MAX_COMPUTED_BYTES:
+        ctx.fail(f"indices {js} over an axis of {n}: the selection passes "
+                 f"{MAX_COMPUTED_BYTES >> 20} MiB")
+    data = ctx.var(0)
+    # the data's other dims cut to the indices' (ONNX lets those be smaller)
+    cut = [k for k in range(r) if k != axis and js[k] != ds[k]]
+    if any(js[k] < 0 or ds[k] < 0 or js[k] > ds[k] for k in cut):
+        ctx.fail(f"indices {js} and data {ds}: the dims other than axis {axis} must be equal "
+                 "or known, with the indices' no larger")
+    if cut:
+        data = ctx.emit("slice", {"Input": data}, {"axes": cut, "starts": [0] * len(cut),
+                                                   "ends": [js[k] for k in cut]})
+    from ._import_ops import _wrap_negative
+
+    i64 = np.dtype(np.int64)
+    idx = _cast(ctx, ctx.var(1), ctx.dtype(1), i64)
+    c = ctx.const(1)
+    if c is None or (c < 0).any():
+        idx = _wrap_negative(ctx, idx, n)
+    idx = ctx.emit("unsqueeze2", {"X": idx}, {"axes": [axis + 1]})
+    ar = np.arange(n, dtype=i64).reshape([1] * (axis + 1) + [n] + [1] * (r - axis - 1))
+    hit = ctx.emit("equal", {"X": idx, "Y": ctx.param(ar, "positions")}, {"axis": -1},
+                   hint="hit")
+    picked = ctx.emit("where", {"Condition": hit,
+                                "X": ctx.emit("unsqueeze2", {"X": data}, {"axes": [axis]}),
+                                "Y": ctx.param(np.zeros([1], ctx.dtype(0)), "zero")})
+    ctx.emit("reduce_sum", {"X": picked}, {"dim": [axis + 1], "keep_dim": False}, out=0)
+
+
 def _constant_of_shape(ctx: NodeCtx) -> None:
     shape = ctx.ints(0, "shape")
     value = ctx.attr("value")
@@ -570,6 +615,7 @@ MORE: dict[str, OpImport] = {
     "Where": OpImport(_where, "where"),
     "Expand": OpImport(_expand, "expand (unsqueeze2)", (1,)),
     "Tile": OpImport(_tile, "expand", (1,)),
+    "GatherElements": OpImport(_gather_elements, "equal, where, reduce_sum (unsqueeze2)"),
     "CumSum": OpImport(_cumsum, "cumsum", (1,)),
     "ConstantOfShape": OpImport(_constant_of_shape, "none (a constant)", (0,)),
     "Range": OpImport(_range, "none (a constant)", (0, 1, 2)),
