@@ -209,10 +209,6 @@ class _Freezer:
             raise QuantizationError(f"freeze: {op.type} (-> {op.output(os_)[0]}) reads {x!r}, "
                                     "which is not the output of a quantiser; freeze takes the "
                                     "programs quant_aware makes")
-        if not conv and len(self.block._var_recursive(x).shape) != 2:
-            raise QuantizationError(f"freeze: mul (-> {op.output(os_)[0]}) reads {x!r} of rank "
-                                    f"{len(self.block._var_recursive(x).shape)}; flatten it to "
-                                    "[N, K] before the layer")
         self.consumed.add(i)
         wq, s_w, wop = self.weight(op, ws)
         bias, relu, k = self.chain(i, op)
@@ -222,7 +218,12 @@ class _Freezer:
         channels = wq.shape[axis]
         acc_step = np.float64(gin.step) * np.broadcast_to(s_w.astype(np.float64), (channels,))
         fan_in = int(np.prod(wq.shape[1:])) if conv else wq.shape[0]
-        ins: dict[str, list[str]] = {xs if conv else "X": [gin.var]}
+        xin = gin.var
+        if not conv and len(self.block._var_recursive(x).shape) != 2:  # mul flattens
+            xin = self.new_var(f"{gin.var}.flat", x, self.block._var_recursive(gin.var).dtype,
+                               [-1, wq.shape[0]])
+            self.items.append(OpSpec("flatten2", {"X": [gin.var]}, {"Out": [xin]}, {"axis": 1}))
+        ins: dict[str, list[str]] = {xs if conv else "X": [xin]}
         bq_max = 0
         where = f"{op.type} (-> {fq.output('Out')[0]})"
         if bias is not None:
@@ -250,7 +251,7 @@ class _Freezer:
             kind, slot, shape = "quantized_conv2d", "Output", None
         else:
             kind, slot = "quantized_fc", "Out"
-            shape = [self.block._var_recursive(x).shape[0], wq.shape[1]]
+            shape = [self.block._var_recursive(xin).shape[0], wq.shape[1]]
         out_float = fq.output("Out")[0]
         acc = self.new_var(f"{out_float}.acc", out_float, VarType.INT32, shape)
         self.items.append(OpSpec(kind, ins, {slot: [acc]}, attrs))
