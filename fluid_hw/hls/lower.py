@@ -102,11 +102,14 @@ class _Builder:
         return s[1:]
 
     def check_int8(self, name: str, op: Operator) -> None:
+        """The accelerator's input travels in int8 lanes: int8 values (narrow ones of
+        1-8 bits too), not uint8 or int16."""
         v = self.gb.var(name)
         if v.dtype != dtypes.VarType.INT8:
             raise LoweringError(
                 f"{op.type} (-> {main_output(op)}): {name!r} is {v.dtype_name}; the "
-                "accelerator streams int8 activations. Quantise with activation_bits=8")
+                "accelerator streams int8 activations (values of 1 to 8 bits, unsigned ones "
+                "of at most 7). Quantise with activation_bits=8 (or narrower)")
 
     def unique(self, base: str) -> str:
         name, k = base, 1
@@ -117,15 +120,20 @@ class _Builder:
         return name
 
     def in_format(self) -> FixedPoint:
+        """The input's format, from the quantize op making it: 1-8 bits, signed,
+        unsigned (at most 7 bits: int8 lanes) or bipolar."""
         for op in self.ops:
             if op.type == "quantize" and op.output("Out")[0] == self.part.hw_input:
-                if not op.attr("signed") or op.attr("bits") != 8:
+                kind = "bipolar" if op.attr("bipolar") else \
+                    "signed" if op.attr("signed") else "unsigned"
+                fmt = FixedPoint.of(op.attr("bits"), kind, scale=float(op.attr("scale")))
+                if op.attr("bits") > 8 or not fmt.in_int8_lanes:
                     raise LoweringError(
-                        f"quantize (-> {self.part.hw_input}) makes "
-                        f"{'un' if not op.attr('signed') else ''}signed {op.attr('bits')}-bit "
-                        "values; the accelerator takes signed int8. Quantise with "
-                        "activation_bits=8 (signed)")
-                return FixedPoint(8, -128, 127, float(op.attr("scale")))
+                        f"quantize (-> {self.part.hw_input}) makes {kind} "
+                        f"{op.attr('bits')}-bit values; the accelerator takes values that "
+                        "fit int8 lanes (signed 1-8 bits, unsigned 1-7, bipolar). Quantise "
+                        "with activation_bits=8 (signed)")
+                return fmt
         return INT8
 
     def cursor(self, var: str, op: Operator) -> Cursor:

@@ -76,7 +76,7 @@ def starts_stage(program: Program, op: Operator) -> bool:
 def lowerable(program: Program, op: Operator) -> bool:
     """Whether ``op`` has a hardware lowering (as part of a stage or as layout)."""
     t = op.type
-    if t == "requantize" or starts_stage(program, op):
+    if t in ("requantize", "multi_threshold") or starts_stage(program, op):
         return True
     if t == "relu" or is_layout(t):
         return _is_int(program, op.input("X")[0])

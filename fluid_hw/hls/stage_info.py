@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from fluid_hw.rtl._lane import Clamp
 from fluid_hw.rtl.spec import StageSpec
 
 from ..ir.lod import LoDTensor
@@ -36,20 +37,47 @@ Values = Mapping[str, Any] | ValueSource
 
 @dataclass(frozen=True)
 class FixedPoint:
-    """An integer format: ``bits`` wide, values in ``[lo, hi]``, real value ``q * scale``
-    (``scale`` None where the program does not record it).  8-bit values only for now;
-    the precision issue widens this type (docs/fixed_point.md)."""
+    """An integer format (docs/fixed_point.md): ``bits`` wide (1-8, 16 or 32), of
+    ``kind`` ``signed``, ``unsigned`` or ``bipolar`` (-1 / +1), values in ``[lo, hi]``
+    (a relu raises ``lo`` to 0), real value ``q * scale``: one scale per tensor, or a
+    tuple of one per channel (an accumulator: input scale x weight scale), or None where
+    the program does not record it.  Values of 1-8 bits travel in int8 lanes."""
 
     bits: int
     lo: int
     hi: int
-    scale: float | None = None
+    scale: float | tuple[float, ...] | None = None
+    kind: str = "signed"
+
+    @classmethod
+    def of(cls, bits: int, kind: str = "signed", relu: bool = False,
+           scale: float | tuple[float, ...] | None = None) -> FixedPoint:
+        """The format of ``bits``-wide values of ``kind`` (the range from the kind)."""
+        if kind == "bipolar":
+            return cls(bits, -1, 1, scale, kind)
+        lo, hi = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if kind == "signed" else \
+            (0, 2**bits - 1)
+        return cls(bits, max(lo, 0) if relu else lo, hi, scale, kind)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"bits": self.bits, "lo": self.lo, "hi": self.hi, "scale": self.scale}
+        scale = list(self.scale) if isinstance(self.scale, tuple) else self.scale
+        return {"bits": self.bits, "kind": self.kind, "lo": self.lo, "hi": self.hi,
+                "scale": scale}
 
     def clamped_below(self, lo: int) -> FixedPoint:
-        return FixedPoint(self.bits, max(self.lo, lo), self.hi, self.scale)
+        return FixedPoint(self.bits, max(self.lo, lo), self.hi, self.scale, self.kind)
+
+    @property
+    def in_int8_lanes(self) -> bool:
+        """Whether the values fit the accelerator's int8 lanes."""
+        return self.lo >= -128 and self.hi <= 127
+
+    def clamp(self) -> Clamp | None:
+        """The requantiser rails that produce this format: None for int8's own (with or
+        without relu: the int8 designs' hardware), else :class:`~fluid_hw.rtl._lane.Clamp`."""
+        if self.kind != "bipolar" and (self.lo, self.hi) in ((-128, 127), (0, 127)):
+            return None
+        return Clamp(self.lo, self.hi, self.kind == "bipolar")
 
 
 INT8 = FixedPoint(8, -128, 127)

@@ -1,4 +1,5 @@
-"""Pipeline pieces that several units' lanes share: a stage register, the int8 clamp,
+"""Pipeline pieces that several units' lanes share: a stage register, the int8 clamp
+(to a stage's own rails, :class:`Clamp`, for narrow or bipolar outputs),
 a rescaler's product (:func:`rescale_product`, the joins), the decoding of a shift
 loaded at run time (:func:`loaded_shift`, the joins' runtime rescalers), and a MAC
 lane's weight product (:func:`weight_product`), the lanes' check
@@ -11,8 +12,10 @@ keeps the names (and the Verilog) it had when it wrote them out itself."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import wiring
 
@@ -20,7 +23,7 @@ from ._dsp import dsp_product
 from ._ff import check_ff_style, copy_register
 from ._util import HardwareConfigError
 
-__all__ = ["stage_reg", "clamp_int8", "rescale_product", "loaded_shift", "weight_product",
+__all__ = ["stage_reg", "Clamp", "clamp_int8", "rescale_product", "loaded_shift", "weight_product",
            "check_channel_lanes", "requant_lanes", "LOADED_ZERO_SHIFT"]
 
 #: ``|x * m| < 2^22`` for an int8 ``x`` and a multiplier below ``2^15``: a loaded shift
@@ -38,10 +41,48 @@ def stage_reg(m: Module, valid: Sequence[Value], stage: int, shape: object, valu
     return r
 
 
-def clamp_int8(r: Value, relu: bool) -> Value:
-    """Saturate to int8, or to [0, 127] with ``relu``."""
-    lo = 0 if relu else -128
-    return Mux(r > 127, 127, Mux(r < lo, lo, r[0:8]))
+@dataclass(frozen=True)
+class Clamp:
+    """A requantiser's output rails when they are not int8's: saturate to ``[lo, hi]``
+    (within int8: narrow signed or unsigned values carried in int8 lanes), or with
+    ``bipolar`` give ``hi`` (+1) where the rounded value is ``>= 0``, else ``lo`` (-1).
+    A relu raises ``lo`` to 0 (docs/fixed_point.md, requantize)."""
+
+    lo: int = -128
+    hi: int = 127
+    bipolar: bool = False
+
+    def __post_init__(self) -> None:
+        if not -128 <= self.lo <= self.hi <= 127:
+            raise HardwareConfigError(f"clamp rails [{self.lo}, {self.hi}] must lie within "
+                                      "int8 [-128, 127], lo <= hi")
+
+    def rails(self, relu: bool) -> tuple[int, int]:
+        return (max(self.lo, 0) if relu else self.lo), self.hi
+
+    def model(self, r: np.ndarray, relu: bool) -> np.ndarray:
+        """The clamp on exact integers ``r`` (behavioural models)."""
+        lo, hi = self.rails(relu)
+        if self.bipolar:
+            return np.where(r >= 0, hi, lo).astype(np.int8)
+        return np.clip(r, lo, hi).astype(np.int8)
+
+    def as_list(self) -> list[int]:
+        """As a design description stores it: ``[lo, hi, bipolar]``."""
+        return [self.lo, self.hi, int(self.bipolar)]
+
+    @classmethod
+    def from_list(cls, v: Sequence[int] | None) -> Clamp | None:
+        return None if v is None else cls(int(v[0]), int(v[1]), bool(v[2]))
+
+
+def clamp_int8(r: Value, relu: bool, clamp: Clamp | None = None) -> Value:
+    """Saturate to int8, or to [0, 127] with ``relu``; with ``clamp`` to its rails (or
+    its sign, bipolar)."""
+    lo, hi = (0 if relu else -128, 127) if clamp is None else clamp.rails(relu)
+    if clamp is not None and clamp.bipolar:
+        return Mux(r >= 0, hi, lo)
+    return Mux(r > hi, hi, Mux(r < lo, lo, r[0:8]))
 
 
 def rescale_product(m: Module, valid: Sequence[Value], x: Value, k: Value, ff_style: str, *,

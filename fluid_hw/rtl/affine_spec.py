@@ -78,7 +78,8 @@ class AffineSpec(_ShapeMixin, _PerChannel):
         x = np.asarray(x)
         y = affine_model(x.reshape(len(x), -1, self.mh), self._model_weights(self.weights),
                          self.bias,
-                         self.multiplier if self.requantize else None, self.shift, self.relu)
+                         self.multiplier if self.requantize else None, self.shift, self.relu,
+                         self.clamp)
         return y.reshape(len(x), -1).astype(np.int64)
 
     def cycle_bound(self) -> int:

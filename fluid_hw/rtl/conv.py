@@ -16,6 +16,7 @@ from amaranth import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ._lane import Clamp
 from ._util import Component
 from .mvau import MVAU
 from .requant import requantize_model
@@ -27,13 +28,14 @@ __all__ = ["ConvUnit", "conv2d_model"]
 
 def conv2d_model(image_hwc: np.ndarray, filters: np.ndarray, geom: WindowGeometry,
                  bias: np.ndarray | None = None, multiplier: np.ndarray | None = None,
-                 shift: np.ndarray | None = None, relu: bool = False) -> np.ndarray:
+                 shift: np.ndarray | None = None, relu: bool = False,
+                 clamp: Clamp | None = None) -> np.ndarray:
     """Behavioural model: [H, W, C] int8, filters [M, C, kh, kw] -> [OH, OW, M]."""
     win = swg_model(image_hwc, geom, 1, "kkc", 0)            # [OH*OW, kh*kw*C]
     mat = np.asarray(filters, np.int64).transpose(0, 2, 3, 1).reshape(len(filters), -1)
     acc = win @ mat.T
     oh, ow = geom.out_hw
-    return requantize_model(acc, bias, multiplier, shift, relu).reshape(oh, ow, -1)
+    return requantize_model(acc, bias, multiplier, shift, relu, clamp).reshape(oh, ow, -1)
 
 
 class ConvUnit(Component):

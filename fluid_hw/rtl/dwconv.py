@@ -38,7 +38,7 @@ from amaranth import Module, Mux, Signal, Value, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ._lane import check_channel_lanes, requant_lanes, weight_product
+from ._lane import Clamp, check_channel_lanes, requant_lanes, weight_product
 from ._mem import ParamWriteSignature, param_memory
 from ._util import Component, HardwareConfigError, as_int_array, ceil_log2
 from .requant import (
@@ -61,7 +61,8 @@ MAC_LATENCY = 5
 
 def depthwise_model(image_hwc: np.ndarray, filters: np.ndarray, geom: WindowGeometry,
                     bias: np.ndarray | None = None, multiplier: np.ndarray | None = None,
-                    shift: np.ndarray | None = None, relu: bool = False) -> np.ndarray:
+                    shift: np.ndarray | None = None, relu: bool = False,
+                    clamp: Clamp | None = None) -> np.ndarray:
     """Behavioural model: [H, W, C] int8, filters [C, 1, kh, kw] -> [OH, OW, C]
     (int8 after requantisation, int32 ``acc + bias`` without a multiplier)."""
     c = geom.channels
@@ -70,7 +71,7 @@ def depthwise_model(image_hwc: np.ndarray, filters: np.ndarray, geom: WindowGeom
     f = np.asarray(filters, np.int64).reshape(c, kh * kw)   # [C, K]
     acc = (win * f.T[None]).sum(axis=1)                      # [OH*OW, C]
     oh, ow = geom.out_hw
-    return requantize_model(acc, bias, multiplier, shift, relu).reshape(oh, ow, c)
+    return requantize_model(acc, bias, multiplier, shift, relu, clamp).reshape(oh, ow, c)
 
 
 def dwconv_latency(requantize: bool = True) -> int:
@@ -102,7 +103,7 @@ class DepthwiseConv(Component):
                  weights: np.ndarray | None = None, bias: np.ndarray | None = None,
                  multiplier: np.ndarray | None = None, shift: np.ndarray | None = None,
                  relu: bool = False, requantize: bool = True, runtime: bool = False,
-                 ff_style: str = "plain") -> None:
+                 ff_style: str = "plain", clamp: Clamp | None = None) -> None:
         c = geom.channels
         geom.check(f"depthwise conv {name!r}")
         check_channel_lanes(f"depthwise conv {name!r}", pe, c, ff_style)
@@ -124,7 +125,7 @@ class DepthwiseConv(Component):
             self.weight_words = dw_weight_entries(w, pe)
         self.requant = RequantPipe(name, pe, c, bias=bias, multiplier=multiplier,
                                    shift=shift, relu=relu, requantize=requantize,
-                                   runtime=runtime, ff_style=ff_style)
+                                   runtime=runtime, ff_style=ff_style, clamp=clamp)
         self.swg = SlidingWindow(name, geom, pe, order="ckk", pad_value=0)
         self.out_bits = self.requant.out_bits
         self.latency = MAC_LATENCY + self.requant.latency

@@ -33,6 +33,7 @@ from amaranth.lib.wiring import In, Out
 
 from ._dsp import dsp_product
 from ._ff import check_ff_style, copy_register
+from ._lane import Clamp
 from ._mem import ParamWriteSignature, param_memory
 from ._util import Component, HardwareConfigError, as_int_array, ceil_log2
 from .requant import (
@@ -49,10 +50,10 @@ __all__ = ["MVAU", "mvau_model", "mvau_weight_entries", "adder_tree_depth", "mva
 
 def mvau_model(x: np.ndarray, weights: np.ndarray, bias: np.ndarray | None = None,
                multiplier: np.ndarray | None = None, shift: np.ndarray | None = None,
-               relu: bool = False) -> np.ndarray:
+               relu: bool = False, clamp: Clamp | None = None) -> np.ndarray:
     """Behavioural model: ``x`` int8 [N, mw], ``weights`` int8 [mh, mw] -> [N, mh]."""
     acc = np.asarray(x, np.int64) @ np.asarray(weights, np.int64).T
-    return requantize_model(acc, bias, multiplier, shift, relu)
+    return requantize_model(acc, bias, multiplier, shift, relu, clamp)
 
 
 def adder_tree_depth(simd: int) -> int:
@@ -99,7 +100,7 @@ class MVAU(Component):
                  weights: np.ndarray | None = None, bias: np.ndarray | None = None,
                  multiplier: np.ndarray | None = None, shift: np.ndarray | None = None,
                  relu: bool = False, requantize: bool = True, runtime: bool = False,
-                 ff_style: str = "plain") -> None:
+                 ff_style: str = "plain", clamp: Clamp | None = None) -> None:
         if pe < 1 or simd < 1 or mh % pe or mw % simd:
             raise HardwareConfigError(
                 f"MVAU {name!r}: PE={pe} must divide MH={mh} and SIMD={simd} must divide "
@@ -117,7 +118,7 @@ class MVAU(Component):
             self.weight_words = mvau_weight_entries(w, pe, simd)
         self.requant = RequantPipe(name, pe, mh, bias=bias, multiplier=multiplier,
                                    shift=shift, relu=relu, requantize=requantize,
-                                   runtime=runtime, ff_style=ff_style)
+                                   runtime=runtime, ff_style=ff_style, clamp=clamp)
         self.out_bits = self.requant.out_bits
         self.tree_depth = adder_tree_depth(simd)
         # issue -> memory data (1) -> fabric regs (2) -> product (3) -> product (4)

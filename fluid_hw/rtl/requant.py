@@ -5,7 +5,7 @@ For an int32 accumulator ``x`` of channel ``c``::
     s = int32(x + bias[c])                      (the quantised op's int32 output)
     p = int64(s) * m[c]                         (m in [0, 2^15 - 1])
     r = (p + 2^(n-1)) >> n   if n > 0 else p    (arithmetic shift: round half up)
-    out = clamp(r, 0 if relu else -128, 127)    (int8)
+    out = clamp(r, 0 if relu else -128, 127)    (int8; or a stage's own rails, _lane.Clamp)
 
 :class:`RequantPipe` is the fixed-latency pipeline (``lanes`` channels in parallel,
 per-lane parameter memories indexed by channel group); :class:`Requantiser` wraps
@@ -29,6 +29,7 @@ from numpy.typing import ArrayLike
 
 from ._dsp import dsp_product
 from ._ff import check_ff_style, copy_register
+from ._lane import Clamp, clamp_int8
 from ._mem import ParamWriteSignature, param_memory
 from ._util import Component, HardwareConfigError, as_int_array, ceil_log2
 from .stream import CreditQueue, credit_depth
@@ -43,9 +44,10 @@ BIAS_ONLY_LATENCY = 3
 
 
 def requantize_model(acc: ArrayLike, bias: ArrayLike | None, multiplier: ArrayLike | None,
-                     shift: ArrayLike | None, relu: bool) -> np.ndarray:
+                     shift: ArrayLike | None, relu: bool, clamp: Clamp | None = None
+                     ) -> np.ndarray:
     """Behavioural model.  ``acc`` is int [..., C] (last axis = channel).  Returns int8
-    or, without a multiplier, the int32 ``acc + bias``."""
+    (``clamp``'s rails when given) or, without a multiplier, the int32 ``acc + bias``."""
     s = np.asarray(acc, dtype=np.int64)
     if bias is not None:
         s = s + np.asarray(bias, dtype=np.int64)
@@ -57,6 +59,8 @@ def requantize_model(acc: ArrayLike, bias: ArrayLike | None, multiplier: ArrayLi
     p = s * m
     rnd = np.where(n > 0, np.left_shift(np.int64(1), np.maximum(n - 1, 0)), 0)
     r = np.right_shift(p + rnd, n)
+    if clamp is not None:
+        return clamp.model(r, relu)
     return np.clip(r, 0 if relu else -128, 127).astype(np.int8)
 
 
@@ -88,7 +92,7 @@ class RequantPipe(Component):
                  bias: np.ndarray | None = None, multiplier: np.ndarray | None = None,
                  shift: np.ndarray | None = None, relu: bool = False,
                  requantize: bool = True, runtime: bool = False,
-                 ff_style: str = "plain") -> None:
+                 ff_style: str = "plain", clamp: Clamp | None = None) -> None:
         check_ff_style(name, ff_style)
         if channels % lanes:
             raise HardwareConfigError(
@@ -98,7 +102,7 @@ class RequantPipe(Component):
         self.name, self.lanes, self.channels = name, lanes, channels
         self.groups = channels // lanes
         self.requantize, self.relu, self.runtime = requantize, relu, runtime
-        self.ff_style = ff_style
+        self.ff_style, self.clamp = ff_style, clamp
         self.out_bits = 8 if requantize else 32
         self.entries = None if runtime else requant_entries(
             name, channels, bias, multiplier if requantize else None,
@@ -181,9 +185,7 @@ class RequantPipe(Component):
         q9 = reg(9, signed(49), q8 >> Cat(Const(0, 3), sh8[3:6]), "q9")
         sh9 = reg(9, unsigned(3), sh8[0:3], "sh9")
         r10 = reg(10, signed(49), q9 >> sh9, "r10")
-        lo = 0 if self.relu else -128
-        clamped = Mux(r10 > 127, 127, Mux(r10 < lo, lo, r10[0:8]))
-        return reg(11, unsigned(8), clamped, "out11")
+        return reg(11, unsigned(8), clamp_int8(r10, self.relu, self.clamp), "out11")
 
 
 class Requantiser(Component):

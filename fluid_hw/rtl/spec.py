@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ._lane import Clamp
 from ._util import HardwareConfigError, as_int_array, ceil_log2
 from .mvau import mvau_weight_entries
 from .requant import PARAM_ENTRY_BITS, requant_entries
@@ -342,6 +343,7 @@ class _MatrixMixin(StageSpec):
     relu: bool
     weights_mode: str
     requantize: bool
+    clamp: Clamp | None
 
     def _check_matrix(self) -> None:
         n = self.name
@@ -399,6 +401,8 @@ class _MatrixMixin(StageSpec):
                                   shift=self.shift, relu=self.relu,
                                   requantize=self.requantize, runtime=self.runtime,
                                   ff_style=ff_style)
+        if self.clamp is not None:
+            kw["clamp"] = self.clamp
         if not self.runtime:
             kw["weights"] = self.matrix()
         else:
@@ -427,8 +431,11 @@ class _MatrixMixin(StageSpec):
 
     def _matrix_structure(self) -> dict[str, Any]:
         """The part of :meth:`structure` every matrix kind has."""
-        return {"relu": self.relu, "bias": self.bias is not None, "mode": self.weights_mode,
-                "requantize": self.requantize}
+        st = {"relu": self.relu, "bias": self.bias is not None, "mode": self.weights_mode,
+              "requantize": self.requantize}
+        if self.clamp is not None:  # narrow or bipolar rails (int8 designs: no key)
+            st["clamp"] = self.clamp.as_list()
+        return st
 
     def weight_entries(self) -> list[list[int]]:
         w = self.matrix()
@@ -462,7 +469,8 @@ def matrix_kwargs(st: dict[str, Any], mh: int, weight_shape: tuple[int, ...]
     arr = {**zero_params(st, mh), "weights": np.zeros(weight_shape, np.int64)} \
         if mode == "const" else {}
     return {"relu": bool(st.get("relu")), "weights_mode": mode,
-            "requantize": bool(st.get("requantize", True)), **arr}
+            "requantize": bool(st.get("requantize", True)),
+            "clamp": Clamp.from_list(st.get("clamp")), **arr}
 
 
 @dataclass(eq=False, kw_only=True)
@@ -479,6 +487,8 @@ class _MatrixFields(_MatrixMixin):
     relu: bool = False
     weights_mode: str = "const"
     requantize: bool = True
+    #: the requantiser's rails when they are not int8's (narrow / bipolar outputs)
+    clamp: Clamp | None = None
 
 
 class _PerChannel(_MatrixFields):
@@ -562,7 +572,7 @@ class MVAUSpec(_MatrixFields):
 
         return np.asarray(mvau_model(x, self._model_weights(self.matrix()), self.bias,
                                      self.multiplier if self.requantize else None,
-                                     self.shift, self.relu), np.int64)
+                                     self.shift, self.relu, self.clamp), np.int64)
 
     def cycle_bound(self) -> int:
         return self.nf * self.sf + 64
@@ -658,7 +668,7 @@ class ConvSpec(_WindowMixin, _MatrixFields):
         return np.stack([conv2d_model(v.reshape(h, w, c), self._model_weights(self.weights),
                                       self.geometry, self.bias,
                                       self.multiplier if self.requantize else None,
-                                      self.shift, self.relu).reshape(-1)
+                                      self.shift, self.relu, self.clamp).reshape(-1)
                          for v in np.asarray(x)]).astype(np.int64)
 
     def cycle_bound(self) -> int:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from fluid_hw.rtl import ceil_log2
+from fluid_hw.rtl._lane import Clamp
 from fluid_hw.rtl.mvau import mvau_latency
 from fluid_hw.rtl.requant import PARAM_ENTRY_BITS
 from fluid_hw.rtl.stream import credit_depth
@@ -20,9 +21,10 @@ from ..partition import LoweringError, main_output
 from ..stage_info import INT32, FixedPoint, Values, broadcast, param_value
 from ..stages import Resources, memory_resources
 
-__all__ = ["requant_tail", "requant_arrays", "matrix_arrays", "window_args", "check_weights",
-           "fifo_storage", "tree_bits", "matrix_memories", "matrix_lut", "lane_memories",
-           "lane_resources", "lane_lut", "LaneCosts"]
+__all__ = ["requant_tail", "requant_format", "acc_format", "stage_clamp", "requant_arrays",
+           "matrix_arrays", "window_args", "check_weights", "fifo_storage", "tree_bits",
+           "matrix_memories", "matrix_lut", "lane_memories", "lane_resources", "lane_lut",
+           "LaneCosts"]
 
 
 def check_weights(b: Any, op: Any, name: str, wname: str) -> Any:
@@ -44,20 +46,50 @@ def requant_tail(b: Any, chain: Sequence[int], k: int, name: str
     acc = main_output(op)
     if k + 1 < len(chain) and b.ops[chain[k + 1]].type == "requantize":
         req = b.ops[chain[k + 1]]
-        if req.attr("bits") != 8:
-            raise LoweringError(f"requantize (-> {main_output(req)}) of layer {name!r} "
-                                f"makes {req.attr('bits')}-bit values; the accelerator "
-                                "streams int8 (activation_bits=8)")
         relu = bool(req.attr("relu"))
         scale = float(req.attr("out_scale")) or None
+        out_fmt = requant_format(req, relu, scale)
+        if req.attr("bits") > 8 or not out_fmt.in_int8_lanes:
+            raise LoweringError(f"requantize (-> {main_output(req)}) of layer {name!r} "
+                                f"makes {out_fmt.kind} {req.attr('bits')}-bit values; the "
+                                "accelerator streams int8 lanes (signed 1-8 bits, unsigned "
+                                "1-7, bipolar): quantise with activation_bits=8 or narrower")
         return ([i, chain[k + 1]],
                 {"multiplier": req.input("Multiplier")[0], "shift": req.input("Shift")[0]},
-                main_output(req), relu, FixedPoint(8, 0 if relu else -128, 127, scale), True)
+                main_output(req), relu, out_fmt, True)
     if k + 1 < len(chain):
         nxt = b.ops[chain[k + 1]]
+        if nxt.type == "multi_threshold":
+            raise LoweringError(
+                f"multi_threshold (-> {main_output(nxt)}) of layer {name!r}: the FPGA back "
+                "end has no threshold units yet (a later issue). Quantise with "
+                "QuantConfig(thresholds=False): a requantize gives the same integers")
         raise LoweringError(f"{op.type} {name!r} (-> {acc}) is followed by {nxt.type}, not "
                             "requantize: only the last stage may stream int32 values")
-    return [i], {"multiplier": None, "shift": None}, acc, False, INT32, False
+    return [i], {"multiplier": None, "shift": None}, acc, False, acc_format(op), False
+
+
+def stage_clamp(st: Any) -> Clamp | None:
+    """The requantiser rails of a requantising stage whose output format is not int8's
+    (narrow or bipolar values in int8 lanes); None for int8 and int32 outputs."""
+    return st.out_format.clamp() if st.requantize else None
+
+
+def requant_format(req: Any, relu: bool, scale: float | None) -> FixedPoint:
+    """The format a ``requantize`` makes: its bits, signed / unsigned / bipolar, relu."""
+    kind = "bipolar" if req.attr("bipolar") else "signed" if req.attr("signed") else \
+        "unsigned"
+    return FixedPoint.of(req.attr("bits"), kind, relu, scale)
+
+
+def acc_format(op: Any) -> FixedPoint:
+    """An int32 accumulator's format; its scale per output channel (input scale x weight
+    scale) where the layer records them."""
+    ws = [float(v) for v in op.attr("weight_scale")] if op.has_attr("weight_scale") else []
+    s_in = float(op.attr("in_scale")) if op.has_attr("in_scale") else 0.0
+    if not ws or not s_in:
+        return INT32
+    return FixedPoint(32, INT32.lo, INT32.hi, tuple(s_in * w for w in ws))
 
 
 def requant_arrays(st: Any, values: Values, channels: int) -> dict[str, np.ndarray]:

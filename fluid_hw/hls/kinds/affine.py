@@ -38,6 +38,7 @@ from ._matrix import (
     lane_resources,
     matrix_arrays,
     requant_tail,
+    stage_clamp,
 )
 
 
@@ -74,7 +75,7 @@ def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode
                ) -> AffineSpec:
     arrays, mode = matrix_arrays(st, values, mode, lambda w: np.asarray(w).reshape(-1))
     return AffineSpec(st.name, st.in_shape, pe=pe, relu=st.relu, weights_mode=mode,
-                      requantize=st.requantize, **arrays)
+                      requantize=st.requantize, clamp=stage_clamp(st), **arrays)
 
 
 def _latency(s: Any) -> int:

@@ -25,7 +25,7 @@ from ..stages import (
 )
 from ._base import StageKind
 from ._image import lower_convolution, row_buffer, window_memories
-from ._matrix import matrix_arrays, matrix_lut, matrix_memories, window_args
+from ._matrix import matrix_arrays, matrix_lut, matrix_memories, stage_clamp, window_args
 
 
 def _matches(program: Any, op: Any) -> bool:
@@ -54,7 +54,8 @@ def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode
     arrays, mode = matrix_arrays(st, values, mode)
     return ConvStage(st.name, st.in_shape, st.geometry["filter"][0],  # type: ignore[arg-type]
                      pe=pe, simd=simd, relu=st.relu, weights_mode=mode,
-                     requantize=st.requantize, **window_args(st), **arrays)
+                     requantize=st.requantize, clamp=stage_clamp(st), **window_args(st),
+                     **arrays)
 
 
 def _cycles(s: Any, lanes: tuple[int, int]) -> int:

@@ -33,6 +33,7 @@ from ._matrix import (
     lane_memories,
     lane_resources,
     matrix_arrays,
+    stage_clamp,
     window_args,
 )
 
@@ -67,8 +68,8 @@ def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode
                ) -> DepthwiseSpec:
     arrays, mode = matrix_arrays(st, values, mode)
     return DepthwiseSpec(st.name, st.in_shape, pe=pe, relu=st.relu,  # type: ignore[arg-type]
-                         weights_mode=mode, requantize=st.requantize, **window_args(st),
-                         **arrays)
+                         weights_mode=mode, requantize=st.requantize, clamp=stage_clamp(st),
+                         **window_args(st), **arrays)
 
 
 def _cycles(s: Any, lanes: tuple[int, int]) -> int:

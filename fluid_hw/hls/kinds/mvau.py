@@ -19,7 +19,14 @@ from ..partition import LoweringError, main_output
 from ..stage_info import Cursor, LoweredStage, Values, layer_name
 from ..stages import MVAUStage, Resources, mvau_resources, mvau_times
 from ._base import StageKind
-from ._matrix import check_weights, matrix_arrays, matrix_lut, matrix_memories, requant_tail
+from ._matrix import (
+    check_weights,
+    matrix_arrays,
+    matrix_lut,
+    matrix_memories,
+    requant_tail,
+    stage_clamp,
+)
 
 
 def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredStage, int]:
@@ -52,7 +59,8 @@ def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode
     # W [K, C] transposed to [C, K], columns in the order the stream brings them
     arrays, mode = matrix_arrays(st, values, mode, lambda w: np.asarray(w).T[:, st.col_perm])
     return MVAUStage(st.name, st.mw, st.mh, pe=pe, simd=simd, relu=st.relu,
-                     weights_mode=mode, requantize=st.requantize, **arrays)
+                     weights_mode=mode, requantize=st.requantize, clamp=stage_clamp(st),
+                     **arrays)
 
 
 def _resources(s: Any, lanes: tuple[int, int]) -> Resources:
