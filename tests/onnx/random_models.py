@@ -685,6 +685,41 @@ def gen_tile(r: R) -> list[Case]:
     ]
 
 
+def gen_conv_transpose(r: R) -> list[Case]:
+    out = []
+    for i in range(8):
+        n = 1 if i == 5 else 2
+        g = 2 if i in (3, 6) else 1
+        c_in, c_out_g = g * int(r.integers(1, 3)), int(r.integers(1, 3))
+        k = [int(v) for v in r.integers(1, 4, size=n)]
+        attrs: dict = {"group": g} if g > 1 else {}
+        if i != 0:
+            attrs["strides"] = [int(v) for v in r.integers(1, 4, size=n)]
+        if i in (1, 3, 5):
+            attrs["pads"] = [int(min(v, kk - 1)) for v, kk in
+                             zip(r.integers(0, 2, size=2 * n), k + k)]
+        if i in (2, 6):
+            attrs["dilations"] = [int(v) for v in r.integers(1, 3, size=n)]
+        if i in (1, 2):  # smaller than the stride or the dilation
+            attrs["output_padding"] = [int(r.integers(0, max(s, d))) for s, d in
+                                       zip(attrs["strides"], attrs.get("dilations", [1] * n))]
+        if i == 4:
+            # kernel >= stride: with a smaller kernel ONNX's reference (and fluid-hw) pad
+            # negatively to reach input * stride, onnxruntime stops at zero padding
+            attrs["auto_pad"] = "SAME_UPPER"
+            attrs["strides"] = [min(v, kk) for v, kk in zip(attrs["strides"], k)]
+        sp = [int(v) for v in r.integers(2, 6, size=n)]
+        if i == 7:  # output_shape: the pads follow from it
+            attrs["output_shape"] = [(d - 1) * s + kk - 1 for d, s, kk in
+                                     zip(sp, attrs["strides"], k)]
+        ins: list[In] = [F(normal(r, [2, c_in, *sp])), C(normal(r, [c_in, c_out_g, *k]))]
+        if i % 2:
+            ins.append(C(normal(r, [g * c_out_g])))
+        out.append(node_case("ConvTranspose", ins, attrs, opset=pick(r, (11, 22)),
+                             id=f"ConvTranspose-{i}{'-1d' if n == 1 else ''}"))
+    return out
+
+
 def gen_gather_elements(r: R) -> list[Case]:
     out = []
     for k in range(4):
@@ -830,7 +865,7 @@ GENERATORS: dict[str, Callable[[R], list[Case]]] = {
     "ReduceProd": _reduce("ReduceProd", 18), "Gather": gen_gather, "ArgMax": gen_argmax,
     "Erf": gen_erf, "HardSigmoid": gen_hard_sigmoid, "HardSwish": gen_hard_swish,
     "Gelu": gen_gelu, "Where": gen_where, "Expand": gen_expand, "Tile": gen_tile,
-    "GatherElements": gen_gather_elements,
+    "GatherElements": gen_gather_elements, "ConvTranspose": gen_conv_transpose,
     "CumSum": gen_cumsum, "ConstantOfShape": gen_constant_of_shape, "Range": gen_range,
     "TopK": gen_top_k, "LRN": gen_lrn, "InstanceNormalization": gen_instance_norm,
     "LayerNormalization": gen_layer_norm, "Resize": gen_resize, "Einsum": gen_einsum,

@@ -94,7 +94,8 @@ def test_layers_of_the_new_ops():
         outs = [fluid.layers.erf(x), fluid.layers.hard_sigmoid(x),
                 fluid.layers.hard_swish(x), fluid.layers.expand(x, [2, 1]),
                 fluid.layers.cumsum(x, axis=0, reverse=True),
-                fluid.layers.where(c, x, fluid.layers.scale(x, 2.0))]
+                fluid.layers.where(c, x, fluid.layers.scale(x, 2.0)),
+                fluid.layers.reduce_min(x, dim=1), fluid.layers.reduce_prod(x, keep_dim=True)]
     xv = R.standard_normal([2, 3]).astype(np.float32) * 4
     cv = R.random([2, 3]) < 0.5
     got = fluid.Executor(fluid.CPUPlace()).run(prog, feed={"x": xv, "c": cv}, fetch_list=outs)
@@ -102,7 +103,8 @@ def test_layers_of_the_new_ops():
 
     want = [np.vectorize(math.erf)(xv), np.clip(0.2 * xv + 0.5, 0, 1),
             xv * np.clip(xv + 3, 0, 6) / 6, np.tile(xv, [2, 1]),
-            np.flip(np.cumsum(np.flip(xv, 0), 0), 0), np.where(cv, xv, xv * 2)]
+            np.flip(np.cumsum(np.flip(xv, 0), 0), 0), np.where(cv, xv, xv * 2),
+            xv.min(axis=1), xv.prod(keepdims=True)]
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
@@ -159,3 +161,16 @@ def test_dropout_in_training_mode_drops_at_random():
     msg = _refusal(node_case("Dropout", [F(x), F(np.float32(0.25)), C(np.bool_(True))],
                              opset=13))
     assert "ratio (input #1) must be known at import time, but it is the graph input" in msg
+
+
+def test_conv_transpose_is_a_direct_convolution():
+    x = R.standard_normal([2, 4, 3, 5]).astype(np.float32)
+    w = R.standard_normal([4, 3, 3, 2]).astype(np.float32)
+    case = node_case("ConvTranspose", [F(x), C(w), C(R.standard_normal([6]).astype(np.float32))],
+                     {"strides": [2, 3], "pads": [1, 0, 2, 1], "output_padding": [1, 0],
+                      "group": 2}, opset=17)
+    ops = _ops(case)
+    assert ops.count("conv2d") == 1 and "pad" in ops and "slice" in ops
+    assert compare(case) is None
+    msg = _refusal(node_case("ConvTranspose", [F(x), F(w)], opset=17))
+    assert "W (input #1) must be known at import time, but it is the graph input 'in1'" in msg

@@ -1,7 +1,7 @@
 """Layers of the ops added for ONNX models (issue 16), with Paddle 1.5's names and
-arguments: ``erf``, ``hard_sigmoid``, ``hard_swish``, ``expand``, ``cumsum`` and the
-three-operand ``where`` (Paddle 2's ``where(condition, x, y)``; Paddle 1.5's one-operand
-``where`` returned indices)."""
+arguments: ``erf``, ``hard_sigmoid``, ``hard_swish``, ``expand``, ``cumsum``,
+``reduce_min``, ``reduce_prod`` and the three-operand ``where`` (Paddle 2's
+``where(condition, x, y)``; Paddle 1.5's one-operand ``where`` returned indices)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from collections.abc import Sequence
 
 from ...ir.program import Variable
 from ..layer_helper import LayerHelper
-from .math_ops import _unary
+from .math_ops import _reduce, _unary
 
-__all__ = ["erf", "hard_sigmoid", "hard_swish", "expand", "cumsum", "where"]
+__all__ = ["erf", "hard_sigmoid", "hard_swish", "expand", "cumsum", "where", "reduce_min",
+           "reduce_prod"]
 
 
 def erf(x: Variable, name: str | None = None) -> Variable:
@@ -51,3 +52,15 @@ def where(condition: Variable, x: Variable, y: Variable, name: str | None = None
     out = helper.create_variable_for_type_inference(x.dtype)
     helper.append_op("where", {"Condition": condition, "X": x, "Y": y}, {"Out": out})
     return out
+
+
+def reduce_min(input: Variable, dim: int | Sequence[int] | None = None, keep_dim: bool = False,
+               name: str | None = None) -> Variable:
+    """Minimum over ``dim`` (every dim when None); reducing all without keep_dim gives [1]."""
+    return _reduce("reduce_min", input, dim, keep_dim, name)
+
+
+def reduce_prod(input: Variable, dim: int | Sequence[int] | None = None, keep_dim: bool = False,
+                name: str | None = None) -> Variable:
+    """Product over ``dim`` (every dim when None); reducing all without keep_dim gives [1]."""
+    return _reduce("reduce_prod", input, dim, keep_dim, name)

@@ -17,6 +17,7 @@ import onnx
 import onnx.numpy_helper
 
 from ._context import NodeCtx
+from ._import_conv_transpose import conv_transpose
 from ._import_ops import OpImport, _cast, _enum, _norm, _squeeze_to_scalar
 from ._sizes import MAX_COMPUTED_BYTES, nbytes
 
@@ -616,6 +617,8 @@ MORE: dict[str, OpImport] = {
     "Expand": OpImport(_expand, "expand (unsqueeze2)", (1,)),
     "Tile": OpImport(_tile, "expand", (1,)),
     "GatherElements": OpImport(_gather_elements, "equal, where, reduce_sum (unsqueeze2)"),
+    "ConvTranspose": OpImport(conv_transpose, "conv2d of the zero-inserted input "
+                              "(unsqueeze2, pad, reshape2, slice)", (1,)),
     "CumSum": OpImport(_cumsum, "cumsum", (1,)),
     "ConstantOfShape": OpImport(_constant_of_shape, "none (a constant)", (0,)),
     "Range": OpImport(_range, "none (a constant)", (0, 1, 2)),

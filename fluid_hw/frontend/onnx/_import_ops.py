@@ -1100,15 +1100,18 @@ _SPECIAL: dict[str, OpImport] = {
     "Mean": OpImport(_variadic("elementwise_add", mean=True), "elementwise_add, scale"),
     # matrix products
     "Gemm": OpImport(_gemm, "mul (constant B) or matmul, elementwise_add"),
-    "MatMul": OpImport(_matmul, "mul (constant 2-D B) or matmul"),
+    "MatMul": OpImport(_matmul, "mul (constant 2-D B) or matmul (expand)"),
     # convolution, pooling, normalization
     "Conv": OpImport(_conv, "conv2d (1-D through unsqueeze2/squeeze2), elementwise_add"),
-    "MaxPool": OpImport(_pool("max"), "pool2d"),
-    "AveragePool": OpImport(_pool("avg"), "pool2d"),
+    "MaxPool": OpImport(_pool("max"), "pool2d, or taps: strided_slice, elementwise_max "
+                        "(Indices: equal, where)"),
+    "AveragePool": OpImport(_pool("avg"), "pool2d, or taps: strided_slice, sum, "
+                            "elementwise_div"),
     "GlobalAveragePool": OpImport(_global_pool("avg"), "pool2d (global), or reduce_mean"),
     "GlobalMaxPool": OpImport(_global_pool("max"), "pool2d (global), or reduce_max"),
-    "BatchNormalization": OpImport(_batch_norm, "batch_norm (is_test)"),
-    "Dropout": OpImport(_dropout, "none (inference)", (1, 2)),
+    "BatchNormalization": OpImport(_batch_norm, "batch_norm (is_test); training_mode: "
+                                   "reduce_mean, elementwise ops, sqrt, reciprocal"),
+    "Dropout": OpImport(_dropout, "none (inference); training_mode: dropout", (1, 2)),
     # shapes and data movement
     "Flatten": OpImport(_flatten, "flatten2"),
     "Reshape": OpImport(_reshape, "reshape2", (1,)),
