@@ -567,21 +567,31 @@ def gen_gather(r: R) -> list[Case]:
     ]
 
 
-def gen_argmax(r: R) -> list[Case]:
-    out = []
-    for i in range(6):
-        s = shape(r, 1, 4)
-        x = ints(r, s, 0, 3).astype(F32)  # ties
-        attrs: dict = {"axis": int(r.integers(-len(s), len(s)))}
-        if i % 2:
-            attrs["keepdims"] = 0
-        if i >= 3:
-            attrs["select_last_index"] = 1
-        out.append(node_case("ArgMax", [F(x)], attrs,
-                             opset=pick(r, (12, 13, 28) if i >= 3 else (11, 12, 13, 28)),
-                             id=f"ArgMax-{i}"))
-    out.append(node_case("ArgMax", [F(normal(r, [5]))], {"keepdims": 0}, id="ArgMax-scalar"))
-    return out
+def _arg(op: str) -> Callable[[R], list[Case]]:
+    def gen(r: R) -> list[Case]:
+        out = []
+        for i in range(6):
+            s = shape(r, 1, 4)
+            x = ints(r, s, 0, 3).astype(F32)  # ties
+            attrs: dict = {"axis": int(r.integers(-len(s), len(s)))}
+            if i % 2:
+                attrs["keepdims"] = 0
+            if i >= 3:
+                attrs["select_last_index"] = 1
+            out.append(node_case(op, [F(x)], attrs,
+                                 opset=pick(r, (12, 13, 28) if i >= 3 else (11, 12, 13, 28)),
+                                 id=f"{op}-{i}"))
+        out.append(node_case(op, [F(normal(r, [5]))], {"keepdims": 0}, id=f"{op}-scalar"))
+        if op == "ArgMin":  # integers: the order reversed as -1 - x, uint8 widened
+            out += [node_case(op, [F(ints(r, [3, 4], dtype=dt))], {"axis": 1}, opset=13,
+                              id=f"{op}-{np.dtype(dt).name}")
+                    for dt in (np.int32, np.int64, np.uint8)]
+        return out
+
+    return gen
+
+
+gen_argmax = _arg("ArgMax")
 
 
 def _rnn(op: str) -> Callable[[R], list[Case]]:
@@ -717,6 +727,18 @@ def gen_conv_transpose(r: R) -> list[Case]:
             ins.append(C(normal(r, [g * c_out_g])))
         out.append(node_case("ConvTranspose", ins, attrs, opset=pick(r, (11, 22)),
                              id=f"ConvTranspose-{i}{'-1d' if n == 1 else ''}"))
+    return out
+
+
+def gen_trilu(r: R) -> list[Case]:
+    out = []
+    for i in range(4):
+        s = [int(v) for v in r.integers(1, 6, size=2 + i % 2)]
+        ins: list[In] = [F(normal(r, s) if i != 2 else ints(r, s))]
+        if i:
+            ins.append(C(np.array(int(r.integers(-3, 4)), np.int64)))
+        out.append(node_case("Trilu", ins, {"upper": i % 2}, opset=pick(r, (14, 22)),
+                             id=f"Trilu-{i}"))
     return out
 
 
@@ -863,9 +885,10 @@ GENERATORS: dict[str, Callable[[R], list[Case]]] = {
     "ReduceMean": _reduce("ReduceMean", 18), "ReduceSum": _reduce("ReduceSum", 13),
     "ReduceMax": _reduce("ReduceMax", 18), "ReduceMin": _reduce("ReduceMin", 18),
     "ReduceProd": _reduce("ReduceProd", 18), "Gather": gen_gather, "ArgMax": gen_argmax,
+    "ArgMin": _arg("ArgMin"),
     "Erf": gen_erf, "HardSigmoid": gen_hard_sigmoid, "HardSwish": gen_hard_swish,
     "Gelu": gen_gelu, "Where": gen_where, "Expand": gen_expand, "Tile": gen_tile,
-    "GatherElements": gen_gather_elements, "ConvTranspose": gen_conv_transpose,
+    "GatherElements": gen_gather_elements, "ConvTranspose": gen_conv_transpose, "Trilu": gen_trilu,
     "CumSum": gen_cumsum, "ConstantOfShape": gen_constant_of_shape, "Range": gen_range,
     "TopK": gen_top_k, "LRN": gen_lrn, "InstanceNormalization": gen_instance_norm,
     "LayerNormalization": gen_layer_norm, "Resize": gen_resize, "Einsum": gen_einsum,

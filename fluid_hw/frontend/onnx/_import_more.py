@@ -143,6 +143,28 @@ def _gather_elements(ctx: NodeCtx) -> None:
     ctx.emit("reduce_sum", {"X": picked}, {"dim": [axis + 1], "keep_dim": False}, out=0)
 
 
+def _trilu(ctx: NodeCtx) -> None:
+    """The upper (j - i >= k) or lower (j - i <= k) triangle of the last two dims:
+    ``where`` with a constant mask, zeros elsewhere."""
+    xs = ctx.shape(0)
+    if len(xs) < 2 or xs[-2] < 0 or xs[-1] < 0:
+        ctx.fail(f"input of shape {xs}: Trilu needs rank >= 2 with the last two dims known "
+                 "at import time")
+    if 0 in xs:
+        ctx.fail(f"an input of shape {xs} (an empty tensor) is not supported")
+    k = ctx.ints(1, "k") if ctx.has(1) else [0]
+    if len(k) != 1:
+        ctx.fail(f"k {k} must be one value")
+    n, m = xs[-2:]
+    diff = np.arange(m)[None, :] - np.arange(n)[:, None]
+    mask = diff >= k[0] if int(ctx.attr("upper", 1)) else diff <= k[0]
+    if mask.all():
+        ctx.alias(0, ctx.var(0))
+        return
+    ctx.emit("where", {"Condition": ctx.param(mask, "mask"), "X": ctx.var(0),
+                       "Y": ctx.param(np.zeros([1], ctx.dtype(0)), "zero")}, out=0)
+
+
 def _constant_of_shape(ctx: NodeCtx) -> None:
     shape = ctx.ints(0, "shape")
     value = ctx.attr("value")
@@ -617,6 +639,7 @@ MORE: dict[str, OpImport] = {
     "Expand": OpImport(_expand, "expand (unsqueeze2)", (1,)),
     "Tile": OpImport(_tile, "expand", (1,)),
     "GatherElements": OpImport(_gather_elements, "equal, where, reduce_sum (unsqueeze2)"),
+    "Trilu": OpImport(_trilu, "where (a constant mask)", (1,)),
     "ConvTranspose": OpImport(conv_transpose, "conv2d of the zero-inserted input "
                               "(unsqueeze2, pad, reshape2, slice)", (1,)),
     "CumSum": OpImport(_cumsum, "cumsum", (1,)),

@@ -825,11 +825,25 @@ def _gather(ctx: NodeCtx) -> None:
         ctx.emit("transpose2", {"X": rows}, {"axis": back}, out=0)
 
 
+def _order_reversed(ctx: NodeCtx) -> str:
+    """Input 0 mapped so that its order is reversed, exactly: -x (floats) or -1 - x
+    (signed integers: no overflow; uint8 widened to int32 first), for ArgMin."""
+    dt = ctx.dtype(0)
+    x = ctx.var(0)
+    if dt == np.uint8:
+        dt, x = np.dtype(np.int32), _cast(ctx, x, dt, np.dtype(np.int32))
+    if dt.kind not in "fi":
+        ctx.fail(f"input of type {dt}; ArgMin takes float and integer tensors here")
+    return ctx.emit("scale", {"X": x}, {"scale": -1.0, "bias": 0.0 if dt.kind == "f" else -1.0},
+                    hint="reversed")
+
+
 def _arg_max(ctx: NodeCtx) -> None:
+    """ArgMax, and ArgMin as the ArgMax of the input in reversed order."""
     rank = ctx.rank(0)
     axis = _norm(int(ctx.attr("axis", 0)), rank, ctx)
     keep = bool(ctx.attr("keepdims", 1))
-    x = ctx.var(0)
+    x = _order_reversed(ctx) if ctx.op_type == "ArgMin" else ctx.var(0)
     last = bool(ctx.attr("select_last_index", 0))
     scalar = rank == 1 and not keep
     attrs = {"axis": axis, "keepdims": keep, "dtype": _enum(np.dtype(np.int64))}
@@ -1131,6 +1145,7 @@ _SPECIAL: dict[str, OpImport] = {
     "ReduceMin": OpImport(_reduce("reduce_min", 18), "reduce_min", (1,)),
     "ReduceProd": OpImport(_reduce("reduce_prod", 18), "reduce_prod", (1,)),
     "ArgMax": OpImport(_arg_max, "arg_max"),
+    "ArgMin": OpImport(_arg_max, "scale (order reversed), arg_max"),
     # recurrent
     "LSTM": OpImport(_recurrent, "sequence_unpad, mul, lstm, sequence_pad/pool",
                      (1, 2, 3, 7)),
