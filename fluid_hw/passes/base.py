@@ -173,6 +173,7 @@ def _load() -> None:
             fuse_elewise_act,
             memory_reuse,
             prune,
+            qdq_fold,
             remove_identity,
             reshape_transpose_cancel,
         )

@@ -101,7 +101,10 @@ def _requantize_linear(ctx: ExportCtx, op: Operator) -> None:
     if b_shape and int(np.prod(b_shape)) > 1 and axis != rank - 1:
         m = ctx.node("Reshape", [m, ctx.ints([-1] + [1] * (rank - 1 - axis), f"{out}.m")])
     xf = ctx.node("Cast", [x], to=1)
-    ins = [ctx.node("Mul", [xf, m]), ctx.const(np.array(1.0, np.float32), f"{out}.one")]
+    v = ctx.node("Mul", [xf, m])
+    if op.attr("relu"):
+        v = ctx.node("Relu", [v])
+    ins = [v, ctx.const(np.array(1.0, np.float32), f"{out}.one")]
     if _opt(op, "YZeroPoint"):
         ins.append(_x(op, "YZeroPoint"))
     else:

@@ -31,7 +31,8 @@ op                     arithmetic
                        int8/uint8: ``M = float32(float32(a_s * b_s) / y_s)``,
                        ``sat(rne(float64(x) * M) + y_zp)`` (the integer ends of ONNX
                        QLinearMatMul / QLinearConv; ``b_s`` may be per channel along
-                       ``axis``).
+                       ``axis``); ``relu``: the lower rail is ``y_zp`` (a Relu
+                       before the output's QuantizeLinear).
 ``int_quant``          QONNX IntQuant (``Quant``): float X -> float:
                        ``q = round_mode(clamp(x / scale + zeropt, lo, hi))``,
                        ``out = (q - zeropt) * scale`` with ``[lo, hi]`` from ``bits``,
@@ -205,7 +206,9 @@ def _infer_conv_integer(ctx: InferContext) -> None:
      Slot("YZeroPoint", dispensable=True, doc="int8/uint8, one value")],
     [Slot("Out")],
     [Attr("axis", "int", 1, doc="the channel axis of a per-channel BScale"),
-     Attr("out_dtype", "int", VarType.UINT8, allowed=(VarType.INT8, VarType.UINT8))],
+     Attr("out_dtype", "int", VarType.UINT8, allowed=(VarType.INT8, VarType.UINT8)),
+     Attr("relu", "bool", False, doc="a Relu before the output's quantiser: the lower "
+          "rail is y_zp")],
     doc="Out = sat(rne(float64(X) * float32(a_s * b_s / y_s)) + y_zp): the output end "
     "of ONNX QLinearMatMul and QLinearConv.",
 )

@@ -106,11 +106,13 @@ def requantize_linear(ctx: KernelContext) -> None:
     mult = ((a_s * b_s) / y_s).astype(f32)  # float32 as the specification's scales
     d = x.astype(np.float64) * mult.astype(np.float64)
     q = np.rint(d)
+    zp = 0.0
     if ctx.has_input("YZeroPoint"):
-        q = q + ctx.input("YZeroPoint").astype(np.float64).reshape(())
+        zp = float(ctx.input("YZeroPoint").reshape(-1)[0])
     out = dtypes.to_numpy(a["out_dtype"])
     info = np.iinfo(out)
-    ctx.set_output("Out", np.clip(q, info.min, info.max).astype(out), lod=lod)
+    lo = max(zp, info.min) if a["relu"] else info.min
+    ctx.set_output("Out", np.clip(q + zp, lo, info.max).astype(out), lod=lod)
 
 
 # -- QONNX ---------------------------------------------------------------------------

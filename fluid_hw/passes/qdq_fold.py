@@ -1,0 +1,518 @@
+"""``qdq_fold``: an imported QDQ model (QuantizeLinear / DequantizeLinear around float
+ops, as ``onnxruntime.quantization.quantize_static`` writes it) -> fluid-hw's
+fixed-point program (docs/fixed_point.md), with the model's own scales: no
+recalibration.
+
+Before (what the ONNX importer makes of a QDQ layer)::
+
+    q_x = quantize_linear(x, s_x, z_x)            # or any producer of q_x below
+    x_d = dequantize_linear(q_x, s_x, z_x)
+    w_d = dequantize_linear(W_q, s_w, 0)          # W_q a constant int8, per channel
+    b_d = dequantize_linear(B_q, s_b, 0)          # B_q a constant int32 (optional)
+    y   = matmul / mul / conv2d(x_d, w_d) [+ b_d] [-> relu]
+    q_y = quantize_linear(y, s_y, z_y)
+
+After::
+
+    acc = quantized_fc / quantized_conv2d(t_x, W_q, Bias)     # int32, exact
+    t_y = requantize(acc, m, n, relu)                         # m * 2^-n ~ s_x s_w / s_y
+
+A quantised tensor ``q`` with zero point ``z`` is held as ``t = q - z``, whose real
+value is ``t * s``; that is exact when ``t``'s range is a whole 8-bit type: int8
+``z = 0`` and uint8 ``z = 128`` give int8 ``t`` ([-128, 127]); uint8 ``z = 0`` and
+int8 ``z = -128`` (a relu's output) give uint8 ``t`` ([0, 255], ``requantize(signed=
+False)``).  Integer 0 is then real 0, so a convolution's zero padding stays exact.
+Other zero points are refused, naming the tensor (quantise with
+``extra_options={"ActivationSymmetric": True}``).
+
+Between layers: a max ``pool2d`` and ``relu`` / ``reshape2`` / ``flatten2`` /
+``transpose2`` / ``squeeze2`` / ``unsqueeze2`` whose input is dequantised and whose
+output is quantised again with the same scale and zero point run on ``t``
+(``quantized_pool2d`` max, the others as they are); every other float op keeps its
+float input (a ``dequantize`` before it) and its output enters the integer program
+through a ``quantize``.
+
+Differences from the ONNX model: the requantiser rounds ``acc * m * 2^-n`` half up
+where ONNX rounds ``acc * s_x s_w / s_y`` half to even (``m`` has 15 bits), and
+``quantize`` divides in float64 where QuantizeLinear divides in float32: results
+differ by one step in rare cases (tests/onnx/test_import_quant.py counts them).  A
+bias whose scale is not ``s_x * s_w[c]`` (in float32) is rescaled to it, rounding
+half to even.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import QuantizationError
+from ..ir import dtypes
+from ..ir.ops.nn import _CONV_ATTRS
+from ..ir.program import Operator, Program
+from ._graph import (
+    BlockGraph,
+    OpSpec,
+    add_param,
+    fresh_name,
+    rebuild_block,
+    remove_unused_vars,
+)
+from .base import Pass, PassContext, get_value, register_pass
+
+VarType = dtypes.VarType
+
+#: ops that move integers unchanged (same scale and zero point on both sides)
+_MOVES = ("relu", "reshape2", "flatten2", "transpose2", "squeeze2", "unsqueeze2")
+_CONV_NAMES = tuple(a.name for a in _CONV_ATTRS)
+
+
+@dataclass
+class _QTensor:
+    """A quantised tensor of the ONNX model: scale, zero point, its ``t`` variable."""
+
+    scale: np.float32
+    zero: int
+    signed: bool  # t's type: int8 (True) or uint8
+    t: str = ""
+
+
+@dataclass
+class _Layer:
+    ops: list[int]  # the matched ops (layer, bias add, relu, the closing Q)
+    kind: str  # "fc" or "conv"
+    op: Operator
+    x_q: str  # the quantised input (quantize_linear output name)
+    w_dq: int  # the weight's dequantize_linear
+    b_dq: int | None
+    relu: bool
+    transpose_w: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _rails(dt: np.dtype, zero: int, where: str) -> bool:
+    """Whether ``t = q - zero`` is int8 (True) or uint8 (False); refuses the rest."""
+    if (dt, zero) in ((np.dtype(np.int8), 0), (np.dtype(np.uint8), 128)):
+        return True
+    if (dt, zero) in ((np.dtype(np.uint8), 0), (np.dtype(np.int8), -128)):
+        return False
+    raise QuantizationError(
+        f"{where}: {dt} with zero point {zero} holds values q - {zero} in "
+        f"[{np.iinfo(dt).min - zero}, {np.iinfo(dt).max - zero}], which no 8-bit type of "
+        "fluid-hw's fixed-point program holds exactly (int8 zero point 0 or -128, uint8 "
+        "zero point 0 or 128 do). Quantise the model with symmetric activations "
+        "(onnxruntime: quantize_static(..., extra_options={'ActivationSymmetric': True})) "
+        "or keep this model on the CPU executor without qdq_fold")
+
+
+class _Folder:
+    def __init__(self, program: Program, ctx: PassContext, onnx_exact: bool = False) -> None:
+        assert ctx.scope is not None
+        self.onnx_exact = onnx_exact
+        self.program = program
+        self.scope = ctx.scope
+        self.g = BlockGraph(program, ctx)
+        self.block = program.global_block()
+        self.ops = list(self.block.ops)
+
+    # -- reading the model -----------------------------------------------------------
+    def const(self, name: str) -> np.ndarray | None:
+        return get_value(self.scope, name) if self.g.is_constant_param(name, self.scope) \
+            else None
+
+    def producer(self, name: str) -> tuple[int, Operator] | None:
+        p = self.g.producers.get(name, [])
+        return (p[0], self.ops[p[0]]) if len(p) == 1 else None
+
+    def q_params(self, op: Operator, where: str) -> tuple[np.float32, int] | None:
+        """A per-tensor (scale, zero point) of a quantize/dequantize_linear, constant."""
+        s = self.const(op.input("Scale")[0])
+        zn = op.input("ZeroPoint") if "ZeroPoint" in op.input_names else []
+        z = self.const(zn[0]) if zn else np.zeros((), np.uint8)
+        if s is None or z is None or s.size != 1 or z.size != 1 or op.attr("block_size"):
+            return None
+        return np.float32(s.reshape(-1)[0]), int(z.reshape(-1)[0])
+
+    def act_dq(self, name: str) -> str | None:
+        """The quantize_linear output that dequantize_linear output ``name`` reads."""
+        p = self.producer(name)
+        if p is None or p[1].type != "dequantize_linear":
+            return None
+        q = p[1].input("X")[0]
+        src = self.producer(q)
+        if src is None or src[1].type != "quantize_linear" or q not in self.tensors:
+            return None
+        dq_params = self.q_params(p[1], q)
+        t = self.tensors[q]
+        if dq_params != (t.scale, t.zero):
+            return None
+        return q
+
+    def const_dq(self, name: str, kinds: str) -> int | None:
+        """The index of the dequantize_linear of a constant (dtype kind in ``kinds``)
+        that writes ``name``."""
+        p = self.producer(name)
+        if p is None or p[1].type != "dequantize_linear":
+            return None
+        x = self.const(p[1].input("X")[0])
+        s = self.const(p[1].input("Scale")[0])
+        if x is None or s is None or x.dtype.kind not in kinds or p[1].attr("block_size"):
+            return None
+        return p[0]
+
+    def link(self, name: str, consumer: int) -> bool:
+        return self.g.fusable_link(name, consumer)
+
+    # -- finding the patterns ----------------------------------------------------------
+    def find_tensors(self) -> None:
+        self.tensors: dict[str, _QTensor] = {}
+        for op in self.ops:
+            if op.type != "quantize_linear":
+                continue
+            q = op.output("Out")[0]
+            params = self.q_params(op, q)
+            if params is None:
+                continue  # a per-axis or run-time activation quantiser: left as it is
+            dt = dtypes.to_numpy(self.g.var(q).dtype)  # type: ignore[union-attr]
+            if dt not in (np.int8, np.uint8):
+                continue
+            signed = dt == np.int8 if self.onnx_exact else \
+                _rails(dt, params[1], f"quantised tensor {q!r}")
+            self.tensors[q] = _QTensor(params[0], params[1], signed, q if self.onnx_exact
+                                       else "")
+
+    def match(self, k: int) -> _Layer | None:
+        """The layer whose closing quantize_linear is op ``k``."""
+        qop = self.ops[k]
+        if qop.output("Out")[0] not in self.tensors:
+            return None
+        ops, y, relu, b_dq = [k], qop.input("X")[0], False, None
+        p = self.producer(y)
+        if p is not None and p[1].type == "relu" and self.link(y, k):
+            ops.append(p[0])
+            relu, y, nxt = True, p[1].input("X")[0], p[0]
+            p = self.producer(y)
+        else:
+            nxt = k
+        if p is not None and p[1].type == "elementwise_add" and self.link(y, nxt):
+            b = self.const_dq(p[1].input("Y")[0], "i")
+            if b is not None:
+                ops.append(p[0])
+                b_dq, y, nxt = b, p[1].input("X")[0], p[0]
+                p = self.producer(y)
+        if p is None or not self.link(y, nxt):
+            return None
+        i, op = p
+        if op.type == "conv2d":
+            xs, ws, kind = op.input("Input")[0], op.input("Filter")[0], "conv"
+        elif (op.type == "matmul" and not op.attr("transpose_X") and op.attr("alpha") == 1.0
+              ) or (op.type == "mul" and op.attr("y_num_col_dims") == 1
+                    and op.attr("x_num_col_dims") == 1):
+            xs, ws, kind = op.input("X")[0], op.input("Y")[0], "fc"
+        else:
+            return None
+        x_q = self.act_dq(xs)
+        w_dq = self.const_dq(ws, "iu")
+        if x_q is None or w_dq is None:
+            return None
+        if kind == "fc" and len(self.g.var(xs).shape) != 2:  # type: ignore[union-attr]
+            return None
+        ops.append(i)
+        return _Layer(sorted(ops), kind, op, x_q, w_dq, b_dq, relu,
+                      transpose_w=op.type == "matmul" and bool(op.attr("transpose_Y")))
+
+    def match_move(self, k: int) -> tuple[int, str] | None:
+        """(index of a data-moving op or max pool2d, its input's quantised tensor)
+        when op ``k`` re-quantises its output with the input's own parameters."""
+        qop = self.ops[k]
+        q_out = qop.output("Out")[0]
+        p = self.producer(qop.input("X")[0])
+        if q_out not in self.tensors or p is None or not self.link(qop.input("X")[0], k):
+            return None
+        i, op = p
+        if not (op.type in _MOVES or (op.type == "pool2d" and
+                                      op.attr("pooling_type") == "max")):
+            return None
+        x_q = self.act_dq(op.input("X")[0])
+        if x_q is None:
+            return None
+        a, b = self.tensors[x_q], self.tensors[q_out]
+        if (a.scale, a.zero, a.signed) != (b.scale, b.zero, b.signed):
+            return None
+        return i, x_q
+
+    # -- writing the program -----------------------------------------------------------
+    def new_var(self, base: str, like: str, dtype: int, shape: list[int] | None = None) -> str:
+        name = fresh_name(self.block, base, self.scope)
+        v = self.g.var(like)
+        if shape is None:
+            shape = list(v.shape) if v is not None else []
+        self.block.create_var(name=name, dtype=dtype, shape=list(shape))
+        return name
+
+    def t_of(self, q: str) -> str:
+        t = self.tensors[q]
+        if not t.t:
+            t.t = self.new_var(f"{q}.fx", q, VarType.INT8 if t.signed else VarType.UINT8)
+        return t.t
+
+    def weights(self, ly: _Layer) -> tuple[np.ndarray, np.ndarray, str]:
+        """The layer's int8 weights (fc: [K, C]), its per-output-channel scales."""
+        dq = self.ops[ly.w_dq]
+        where = f"weights {dq.input('X')[0]!r} of {ly.op.type} (-> {ly.op.output_arg_names[0]})"
+        w = self.const(dq.input("X")[0])
+        s = self.const(dq.input("Scale")[0])
+        zn = dq.input("ZeroPoint") if "ZeroPoint" in dq.input_names else []
+        z = self.const(zn[0]) if zn else np.zeros(1, w.dtype)  # type: ignore[union-attr]
+        assert w is not None and s is not None
+        if z is None:
+            raise QuantizationError(f"{where}: the zero point is computed at run time")
+        wi = w.astype(np.int64) - z.astype(np.int64).reshape(
+            [-1 if a == dq.attr("axis") % w.ndim and z.size > 1 else 1
+             for a in range(w.ndim)])
+        if wi.min() < -128 or wi.max() > 127:
+            raise QuantizationError(
+                f"{where}: with zero point(s) {np.unique(z).tolist()[:4]} the weights span "
+                f"[{wi.min()}, {wi.max()}], outside int8: quantise the weights "
+                "symmetrically (onnxruntime's default for QInt8 weights)")
+        out_axis = {"conv": 0, "fc": 0 if ly.transpose_w else 1}[ly.kind]
+        if s.size > 1 and dq.attr("axis") % w.ndim != out_axis:
+            raise QuantizationError(f"{where}: per-axis scales along axis "
+                                    f"{dq.attr('axis')}, not the output channels")
+        if ly.kind == "fc" and ly.transpose_w:
+            wi = wi.T
+        channels = wi.shape[0] if ly.kind == "conv" else wi.shape[1]
+        scales = np.broadcast_to(s.astype(np.float32).reshape(-1), (channels,)).copy()
+        return np.ascontiguousarray(wi.astype(np.int8)), scales, where
+
+    def bias(self, ly: _Layer, acc_scale: np.ndarray) -> np.ndarray | None:
+        if ly.b_dq is None:
+            return None
+        dq = self.ops[ly.b_dq]
+        b = self.const(dq.input("X")[0])
+        s = self.const(dq.input("Scale")[0])
+        zn = dq.input("ZeroPoint") if "ZeroPoint" in dq.input_names else []
+        z = self.const(zn[0]) if zn else np.zeros(1, np.int32)
+        assert b is not None and s is not None
+        if z is None or np.any(z != 0) or b.ndim != 1 or b.size != acc_scale.size:
+            raise QuantizationError(f"bias {dq.input('X')[0]!r}: expected an int32 [C] "
+                                    "with zero point 0")
+        sb = np.broadcast_to(s.astype(np.float32).reshape(-1), b.shape)
+        if np.array_equal(sb, acc_scale):
+            return b.astype(np.int32)
+        real = b.astype(np.float64) * sb.astype(np.float64)
+        return np.rint(real / acc_scale.astype(np.float64)).astype(np.int32)
+
+    def emit_onnx_layer(self, ly: _Layer, q_y: str, items: list[Any]) -> None:
+        """The layer as ONNX's integer ops (QLinearConv / QLinearMatMul arithmetic)."""
+        dq = self.ops[ly.w_dq]
+        w = self.const(dq.input("X")[0])
+        assert w is not None
+        xt, yt = self.tensors[ly.x_q], self.tensors[q_y]
+        _, s_w, _ = self.weights(ly)
+        wz = dq.input("ZeroPoint") if "ZeroPoint" in dq.input_names else []
+        if ly.kind == "fc" and ly.transpose_w:
+            w = np.ascontiguousarray(w.T)
+        w_name = add_param(self.block, self.scope, f"{dq.input('X')[0]}.fx", w)
+
+        def scalar(v: Any, dt: Any, hint: str) -> str:
+            return add_param(self.block, self.scope, hint, np.array([v], dt))
+
+        x_dt = dtypes.to_numpy(self.g.var(ly.x_q).dtype)  # type: ignore[union-attr]
+        zx = scalar(xt.zero, x_dt, f"{ly.x_q}.zero_point")
+        ins: dict[str, list[str]]
+        if ly.kind == "fc":
+            ins = {"A": [ly.x_q], "B": [w_name], "AZeroPoint": [zx]}
+            if wz:
+                ins["BZeroPoint"] = wz
+            kind, slot, attrs, axis = "matmul_integer", "Out", {}, -1
+        else:
+            ins = {"Input": [ly.x_q], "Filter": [w_name], "InputZeroPoint": [zx]}
+            if wz:
+                ins["FilterZeroPoint"] = wz
+            kind, slot, axis = "conv_integer", "Output", 1
+            attrs = {a: ly.op.attr(a) for a in _CONV_NAMES}
+        like = ly.op.output_arg_names[0]
+        acc = self.new_var(f"{like}.acc", like, VarType.INT32)
+        items.append(OpSpec(kind, ins, {slot: [acc]}, attrs))
+        acc_scale = (np.float32(xt.scale) * s_w).astype(np.float32)
+        b = self.bias(ly, acc_scale)
+        if b is not None:
+            bn = add_param(self.block, self.scope, f"{self.ops[ly.b_dq].input('X')[0]}.fx",  # type: ignore[index]
+                           b)
+            acc2 = self.new_var(f"{like}.acc_b", like, VarType.INT32)
+            items.append(OpSpec("elementwise_add", {"X": [acc], "Y": [bn]}, {"Out": [acc2]},
+                                {"axis": 1}))
+            acc = acc2
+        y_dt = dtypes.to_numpy(self.g.var(q_y).dtype)  # type: ignore[union-attr]
+        items.append(OpSpec(
+            "requantize_linear",
+            {"X": [acc], "AScale": [scalar(xt.scale, np.float32, f"{ly.x_q}.scale")],
+             "BScale": [add_param(self.block, self.scope, f"{w_name}.scale", s_w)],
+             "YScale": [scalar(yt.scale, np.float32, f"{q_y}.scale")],
+             "YZeroPoint": [scalar(yt.zero, y_dt, f"{q_y}.zero_point")]},
+            {"Out": [q_y]},
+            {"axis": axis, "out_dtype": dtypes.to_enum(y_dt), "relu": ly.relu}))
+
+    def emit_layer(self, ly: _Layer, q_y: str, items: list[Any]) -> None:
+        from .quantize import requant_params
+
+        if self.onnx_exact:
+            self.emit_onnx_layer(ly, q_y, items)
+            return
+
+        xt = self.tensors[ly.x_q]
+        wq, s_w, where = self.weights(ly)
+        acc_scale = (np.float32(xt.scale) * s_w).astype(np.float32)
+        b = self.bias(ly, acc_scale)
+        w_name = add_param(self.block, self.scope, f"{self.ops[ly.w_dq].input('X')[0]}.fx", wq)
+        ins: dict[str, list[str]] = {"X" if ly.kind == "fc" else "Input": [self.t_of(ly.x_q)],
+                                     "W" if ly.kind == "fc" else "Filter": [w_name]}
+        if b is not None:
+            ins["Bias"] = [add_param(self.block, self.scope,
+                                     f"{self.ops[ly.b_dq].input('X')[0]}.fx", b)]  # type: ignore[index]
+        attrs: dict[str, Any] = {"in_scale": float(xt.scale),
+                                 "weight_scale": [float(v) for v in s_w]}
+        if ly.kind == "conv":
+            attrs.update({a: ly.op.attr(a) for a in _CONV_NAMES})
+            kind, slot = "quantized_conv2d", "Output"
+            acc_shape = None
+        else:
+            kind, slot = "quantized_fc", "Out"
+            xv = self.block.var(self.t_of(ly.x_q))
+            acc_shape = [xv.shape[0], wq.shape[1]]
+        like = ly.op.output_arg_names[0]
+        acc = self.new_var(f"{like}.acc", like, VarType.INT32, acc_shape)
+        items.append(OpSpec(kind, ins, {slot: [acc]}, attrs))
+        yt = self.tensors[q_y]
+        try:
+            mn = [requant_params(float(np.float64(a) / np.float64(yt.scale)))
+                  for a in acc_scale]
+        except QuantizationError as e:
+            raise QuantizationError(f"{where}: {e}") from None
+        m = add_param(self.block, self.scope, f"{q_y}.multiplier",
+                      np.array([v[0] for v in mn], np.int32))
+        n = add_param(self.block, self.scope, f"{q_y}.shift",
+                      np.array([v[1] for v in mn], np.int32))
+        rq: dict[str, Any] = {"relu": ly.relu, "bits": 8, "out_scale": float(yt.scale),
+                              "in_scale": [float(v) for v in acc_scale]}
+        if not yt.signed:
+            rq["signed"] = False
+        items.append(OpSpec("requantize", {"X": [acc], "Multiplier": [m], "Shift": [n]},
+                            {"Out": [self.t_of(q_y)]}, rq))
+
+    def run(self) -> bool:
+        self.find_tensors()
+        if not self.tensors:
+            return False
+        layers: dict[int, _Layer] = {}
+        moves: dict[int, tuple[int, str]] = {}
+        for k, op in enumerate(self.ops):
+            if op.type == "quantize_linear":
+                ly = self.match(k)
+                if ly is not None:
+                    layers[k] = ly
+                    continue
+                mv = self.match_move(k)
+                if mv is not None:
+                    moves[k] = mv
+        if not layers:
+            return False
+        used = {i for ly in layers.values() for i in ly.ops} | \
+            {i for mv in moves.values() for i in (mv[0],)}
+        # weight / bias dequantisers read only by folded layers disappear with them
+        for ly in layers.values():
+            for i in (ly.w_dq, ly.b_dq):
+                if i is not None and all(c in used for c in self.g.consumers.get(
+                        self.ops[i].output("Out")[0], [])):
+                    used.add(i)
+        items: list[Any] = []
+        for k, op in enumerate(self.ops):
+            if k in layers:
+                self.emit_layer(layers[k], op.output("Out")[0], items)
+            elif k in moves:
+                i, x_q = moves[k]
+                mop = self.ops[i]
+                ins = {s: list(op_names) for s, op_names in
+                       ((s, mop.input(s)) for s in mop.input_names)}
+                ins["X"] = [self.t_of(x_q)]
+                outs = {s: list(mop.output(s)) for s in mop.output_names}
+                outs["Out"] = [self.t_of(op.output("Out")[0])]
+                for s, names in outs.items():
+                    if s != "Out":
+                        outs[s] = [self.new_var(f"{n}.fx", n, self.g.var(n).dtype)  # type: ignore[union-attr]
+                                   for n in names]
+                attrs = {a: v for a, v in mop.all_attrs().items() if not a.startswith("op_")}
+                if mop.type == "relu" and self.onnx_exact:  # relu in q-space: max(q, z)
+                    t = self.tensors[x_q]
+                    dt = dtypes.to_numpy(self.g.var(x_q).dtype)  # type: ignore[union-attr]
+                    z = add_param(self.block, self.scope, f"{x_q}.zero_point",
+                                  np.array([t.zero], dt))
+                    items.append(OpSpec("elementwise_max", {"X": ins["X"], "Y": [z]},
+                                        {"Out": outs["Out"]}, {"axis": -1}))
+                elif mop.type == "pool2d":
+                    attrs = {a: mop.attr(a) for a in ("ksize", "strides", "paddings",
+                                                      "global_pooling", "ceil_mode",
+                                                      "padding_algorithm", "exclusive")}
+                    attrs["pooling_type"] = "max"
+                    items.append(OpSpec("quantized_pool2d", {"X": ins["X"]}, {"Out": outs["Out"]},
+                                        attrs))
+                else:
+                    items.append(OpSpec(mop.type, ins, outs, attrs))
+            elif k in used:
+                continue
+            elif op.type == "quantize_linear" and self.onnx_exact:
+                items.append(op.desc)
+            elif op.type == "quantize_linear" and op.output("Out")[0] in self.tensors:
+                q = op.output("Out")[0]
+                t = self.tensors[q]
+                items.append(OpSpec("quantize", {"X": op.input("X")},
+                                    {"Out": [self.t_of(q)]},
+                                    {"scale": float(t.scale), "bits": 8, "signed": t.signed}))
+                if self.g.consumers.get(q) and not all(
+                        self.act_dq(self.ops[c].output("Out")[0]) == q
+                        for c in self.g.consumers[q] if self.ops[c].type == "dequantize_linear"):
+                    items.append(op.desc)  # still read as ONNX integers somewhere
+            elif op.type == "dequantize_linear" and self.act_dq(op.output("Out")[0]) is not None:
+                q = op.input("X")[0]
+                out = op.output("Out")[0]
+                readers = self.g.consumers.get(out, [])
+                if not readers or any(c not in used for c in readers) or \
+                        out in self.g.protected:
+                    items.append(op.desc if self.onnx_exact else OpSpec(
+                        "dequantize", {"X": [self.t_of(q)]}, {"Out": [out]},
+                        {"scale": float(self.tensors[q].scale)}))
+            else:
+                items.append(op.desc)
+        rebuild_block(self.block, items)
+        remove_unused_vars(self.program, PassContext(self.scope,
+                                                      fetch_names=sorted(self.g.protected)))
+        return True
+
+
+@register_pass
+class QdqFold(Pass):
+    """``arithmetic="fixed"``: fluid-hw's fixed-point layers (for the FPGA);
+    ``"onnx"``: ONNX's integer ops (matmul_integer / conv_integer + requantize_linear),
+    which compute exactly what the ONNX specification defines for the quantised layer
+    (QLinearMatMul / QLinearConv), any zero points."""
+
+    name = "qdq_fold"
+    requires = ("scope",)
+
+    def __init__(self, arithmetic: str = "fixed") -> None:
+        if arithmetic not in ("fixed", "onnx"):
+            raise ValueError(f"arithmetic {arithmetic!r}: use 'fixed' or 'onnx'")
+        self.arithmetic = arithmetic
+
+    def run(self, program: Program, ctx: PassContext) -> bool:
+        return _Folder(program, ctx, self.arithmetic == "onnx").run()
+
+
+def fold_qdq(program: Program, scope: Any, arithmetic: str = "fixed") -> Program:
+    """The integer program of an imported QDQ model (``fluid_hw.onnx.load(...)``'s
+    program and scope): fluid-hw's fixed-point ops (``arithmetic="fixed"``) or ONNX's
+    exact integer ops (``"onnx"``); new parameters are written into ``scope``."""
+    out, _ = QdqFold(arithmetic).apply(program, PassContext(scope=scope))
+    return out
