@@ -20,6 +20,9 @@ Paddle's ``QuantizationTransformPass`` is the model; docs/qat.md is the guide.  
 * its input, when no layer produced it (the network input), through the same
   moving-average op at ``QATConfig.input_bits`` (8) bits, signed: the frozen
   program's ``quantize``.
+* its bias through ``fake_quantize_dequantize_bias`` (the input's and the weight's
+  scales): the float program adds the bias the integer program will (on half steps
+  before a bipolar output, so that the float sum never sits on the sign's boundary).
 
 Precision per layer (``fluid_hw.passes.precision.Precision``): ``overrides[name]``
 (name = the weight's prefix, ``fc_0`` for ``fc_0.w_0``), else ``precision``; with
@@ -133,6 +136,7 @@ class _Chain:
     out: str  # the float value after the folded bias and relu
     last: int  # index of the last folded op
     relu: int | None  # index of the folded relu
+    bias: str | None = None
 
 
 def _consumers(block: Block, name: str) -> list[int]:
@@ -160,19 +164,19 @@ def _chains(block: Block, skip: tuple[str, ...]) -> list[_Chain]:
             raise QuantizationError(f"quant_aware: mul (-> {op.output('Out')[0]}) with "
                                     "x_num_col_dims / y_num_col_dims other than 1 has no integer "
                                     f"form; leave it in float: QATConfig(skip=[{layer_name(w)!r}])")
-        cur, last, relu = op.output(os)[0], i, None
+        cur, last, relu, bias = op.output(os)[0], i, None, None
         nxt = _consumers(block, cur)
         if len(nxt) == 1:
             add = block.ops[nxt[0]]
             if add.type == "elementwise_add" and add.input("X") == [cur] and \
                     _persistable(block, add.input("Y")[0]) and \
                     len(block._var_recursive(add.input("Y")[0]).shape) == 1:
-                cur, last = add.output("Out")[0], nxt[0]
+                cur, last, bias = add.output("Out")[0], nxt[0], add.input("Y")[0]
                 nxt = _consumers(block, cur)
         if len(nxt) == 1 and block.ops[nxt[0]].type == "relu":
             relu = last = nxt[0]
             cur = block.ops[relu].output("Out")[0]
-        out.append(_Chain(i, op, op.input(xs)[0], w, cur, last, relu))
+        out.append(_Chain(i, op, op.input(xs)[0], w, cur, last, relu, bias))
     return out
 
 
@@ -210,6 +214,17 @@ class _Inserter:
             index, ACT_QUANT, {"X": x, "InScale": scale, "InAccum": accum, "InState": state},
             {"Out": out, "OutScale": scale, "OutAccum": accum, "OutState": state},
             {"bit_length": bits, "kind": kind, "moving_rate": self.cfg.moving_rate})
+        return out
+
+    def bias_quant(self, index: int, bias: str, w: str, in_grid: tuple[str, int, str],
+                   w_grid: tuple[int, str], half_step: bool) -> str:
+        """The bias on the accumulator's grid (``fake_quantize_dequantize_bias``)."""
+        out = self._like(bias, f"{bias}.quantized")
+        self.block._insert_op(
+            index, "fake_quantize_dequantize_bias",
+            {"X": bias, "InScale": in_grid[0], "WeightScale": f"{w}.scale"}, {"Out": out},
+            {"in_bit_length": in_grid[1], "in_kind": in_grid[2],
+             "weight_bit_length": w_grid[0], "weight_kind": w_grid[1], "half_step": half_step})
         return out
 
     def weight_quant(self, index: int, w: str, p: Precision, axis: int) -> str:
@@ -256,14 +271,20 @@ def quant_aware(program: Program, startup_program: Program,
         raise QuantizationError("quant_aware: the program has no layer to quantise (mul with "
                                 "a persistable weight, conv2d, depthwise_conv2d)")
     outputs = {c.out for c in chains}
+    precs = [cfg.layer_precision(layer_name(c.w), k, len(chains)) for k, c in enumerate(chains)]
+    kinds = [_act_kind(p, c.relu is not None) for p, c in zip(precs, chains)]
+    # each layer's input grid: (scale variable, bits, kind)
+    by_out = {c.out: k for k, c in enumerate(chains)}
+    in_grids = [(f"{chains[by_out[c.x]].out}.scale", precs[by_out[c.x]].a, kinds[by_out[c.x]])
+                if c.x in by_out else (f"{c.x}.scale", cfg.input_bits, "signed")
+                for c in chains]
     ins = _Inserter(program, startup_program, cfg)
     layers: list[QATLayer] = []
-    # last layer first: the indices of earlier ops stay valid
+    # last layer first, and within a layer the last insertion first: the indices of
+    # earlier ops stay valid
     for k in range(len(chains) - 1, -1, -1):
-        c = chains[k]
+        c, p, kind = chains[k], precs[k], kinds[k]
         name = layer_name(c.w)
-        p = cfg.layer_precision(name, k, len(chains))
-        kind = _act_kind(p, c.relu is not None)
         if kind == "bipolar" and c.relu is not None:
             relu = block.ops[c.relu]
             src = relu.input("X")[0]
@@ -282,4 +303,13 @@ def quant_aware(program: Program, startup_program: Program,
         layers.append(QATLayer(name, c.op.type, p, c.w, kind,
                                c.relu is not None and kind != "bipolar", q, f"{c.out}.scale"))
     layers.reverse()
+    # the biases last: their quantisers read scales that exist only now
+    for k, c in enumerate(chains):
+        if c.bias is None:
+            continue
+        at = next(i for i, op in enumerate(block.ops)
+                  if op.type == "elementwise_add" and op.input("Y") == [c.bias])
+        bq = ins.bias_quant(at, c.bias, c.w, in_grids[k], (precs[k].w, precs[k].w_type),
+                            kinds[k] == "bipolar")
+        block.ops[at + 1]._rename_input(c.bias, bq)
     return QATProgram(program, program.clone(for_test=True), layers)

@@ -23,12 +23,13 @@ quantiser):
 * a quantised value that a float op (softmax...) or a fetch reads comes out through
   ``dequantize`` under the quantiser's output name.
 
-What the float program computes and the integer program differ only by float
-rounding: the float program rounds the float sum ``x W + b`` to the output grid
-with round-half-even, the integer one rounds the exact sum scaled by the 15-bit
-multiplier half up, and the bias is rounded to the accumulator's step.  A value
-falling near a rounding boundary can move one step (docs/qat.md gives the measured
-agreement).
+What the fake-quantised program computes and the integer program differ only in the
+last rounding: the float program rounds the float sum ``x W + b`` (its bias already on
+the accumulator's grid, ``fake_quantize_dequantize_bias``) to the output grid half to
+even, the integer one rounds the exact sum scaled by the 15-bit multiplier half up: a
+value within about 2^-16 of a boundary can move one step (docs/qat.md gives the
+measured agreement).  A program without bias quantisers (a persistable bias added
+directly) freezes too, its bias rounded here.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from .quantize import _CONV_ATTR_NAMES, requant_params, round_half_even
 
 __all__ = ["freeze"]
 
+BIAS_QUANT = "fake_quantize_dequantize_bias"
 WEIGHT_QUANT = ("fake_quantize_dequantize_abs_max",
                 "fake_channel_wise_quantize_dequantize_abs_max")
 
@@ -85,6 +87,7 @@ class _Freezer:
         self.ints: dict[str, _Grid] = {}  # quantiser output (float name) -> integer value
         self.floated: set[str] = set()
         self.consumed: set[int] = set()
+        self.half_step = False  # the current layer's bias sits on half steps
 
     # -- helpers
     def consumers(self, name: str) -> list[int]:
@@ -157,10 +160,15 @@ class _Freezer:
         if len(nxt) == 1 and self.ops[nxt[0]].type == "elementwise_add":
             add = self.ops[nxt[0]]
             y = add.input("Y")[0]
+            j = self.producer.get(y, -1)
             v = self.block._find_var_recursive(y)
-            if add.input("X") == [out] and v is not None and v.persistable:
-                bias = y
+            if add.input("X") == [out] and j >= 0 and self.ops[j].type == BIAS_QUANT:
+                bias, self.half_step = self.ops[j].input("X")[0], self.ops[j].attr("half_step")
+                self.consumed |= {j, nxt[0]}
+            elif add.input("X") == [out] and v is not None and v.persistable:
+                bias, self.half_step = y, False
                 self.consumed.add(nxt[0])
+            if bias is not None:
                 out = add.output("Out")[0]
                 nxt = self.consumers(out)
         if len(nxt) == 1 and self.ops[nxt[0]].type == "relu":
@@ -228,7 +236,7 @@ class _Freezer:
         where = f"{op.type} (-> {fq.output('Out')[0]})"
         if bias is not None:
             b = self.value(bias, "the bias").astype(np.float64).reshape(-1)
-            bq = round_half_even(b / acc_step)
+            bq = np.floor(b / acc_step) if self.half_step else round_half_even(b / acc_step)
             bq_max = int(np.max(np.abs(bq))) if bq.size else 0
             if bq_max >= 2**31:
                 raise QuantizationError(f"freeze: {where}: the integer bias reaches {bq_max}, "

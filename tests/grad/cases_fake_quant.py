@@ -95,6 +95,10 @@ CASES = [
     STECase("fake_quantize_dequantize_moving_average_abs_max", {"X": x(4, 5), **_STATE},
             {"bit_length": 2, "ste_clip": False}, outputs=["Out"], extra_outputs=_MOVING_OUT,
             check=["X"], id="fqd_moving-no-clip-identity"),
+    STECase("fake_quantize_dequantize_bias",
+            {"X": x(5), "InScale": np.array([0.7]), "WeightScale": x(5) + 3.0},
+            {"in_bit_length": 2, "in_kind": "unsigned", "weight_bit_length": 3},
+            check=["X"], id="fqd_bias-identity"),
     GradCase("fake_dequantize_max_abs", {"X": x(3, 4), "Scale": np.array([1.5])},
              {"max_range": 127.0}, check=["X"], id="fake_dequantize_max_abs"),
 ]

@@ -24,15 +24,14 @@ def test_int8_qat_is_within_half_a_point_of_float():
     assert r.golden_accuracy >= r.float_accuracy - 0.005
     assert r.argmax_agreement >= 0.99 and r.logits_equal >= 0.99 and r.max_step_deviation <= 1
     ops = [op.type for op in r.frozen.global_block().ops]
-    assert ops == ["quantize"] + ["quantized_fc", "requantize"] * 3 + ["dequantize", "softmax"] \
-        or ops[:7] == ["quantize"] + ["quantized_fc", "requantize"] * 3
+    assert ops == ["quantize"] + ["quantized_fc", "requantize"] * 3 + ["dequantize", "softmax"]
 
 
 def test_w2a2_reaches_90_percent():
     r = qat(Precision(2, 2))
     _report("w2a2", r)
     assert r.qat_accuracy >= 0.90 and r.golden_accuracy >= 0.90
-    assert r.argmax_agreement >= 0.97
+    assert r.argmax_agreement >= 0.99 and r.logits_equal >= 0.99 and r.max_step_deviation <= 1
     fc = [op for op in r.frozen.global_block().ops if op.type == "quantized_fc"]
     rq = [op for op in r.frozen.global_block().ops if op.type == "requantize"]
     # first and last layer 8-bit weights; the hidden layer ternary; 2-bit unsigned hidden
@@ -48,7 +47,7 @@ def test_w1a1_bipolar_reaches_85_percent():
     r = qat(Precision(1, 1))
     _report("w1a1", r)
     assert r.qat_accuracy >= 0.85 and r.golden_accuracy >= 0.85
-    assert r.argmax_agreement >= 0.95
+    assert r.argmax_agreement >= 0.99 and r.logits_equal >= 0.99 and r.max_step_deviation <= 1
     ops = r.frozen.global_block().ops
     fc = [op for op in ops if op.type == "quantized_fc"]
     rq = [op for op in ops if op.type == "requantize"]

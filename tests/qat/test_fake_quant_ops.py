@@ -133,3 +133,17 @@ def test_bad_grids_are_refused_naming_the_op(attrs, msg):
     with pytest.raises(OpAttrError, match="fake_quantize_abs_max") as e:
         b.append_op("fake_quantize_abs_max", {"X": "x"}, {"Out": "o", "OutScale": "s"}, attrs)
     assert msg in str(e.value)
+
+
+@pytest.mark.parametrize("half_step", [False, True])
+def test_bias_lands_on_the_accumulator_grid(half_step):
+    b = np.array([0.31, -0.2, 1.0, 0.0], np.float32)
+    s_in, s_w = np.array([2.0], np.float32), np.array([0.5, 1.0, 1.5, 0.7], np.float32)
+    (out,), _ = _run("fake_quantize_dequantize_bias",
+                     {"X": b, "InScale": s_in, "WeightScale": s_w},
+                     {"in_bit_length": 8, "weight_bit_length": 2, "half_step": half_step},
+                     ["Out"])
+    acc = np.float64(np.float32(2.0) / np.float32(127)) * s_w.astype(np.float64)  # 2-bit: /1
+    k = np.floor(b / acc) + 0.5 if half_step else np.rint(b / acc)
+    np.testing.assert_array_equal(out, (k * acc).astype(np.float32))
+    assert np.abs(out - b).max() <= acc.max() / 2 + 1e-7

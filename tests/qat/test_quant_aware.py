@@ -16,6 +16,7 @@ from tests.qat._digits import build, data
 
 W_CH = "fake_channel_wise_quantize_dequantize_abs_max"
 ACT = "fake_quantize_dequantize_moving_average_abs_max"
+BIAS = "fake_quantize_dequantize_bias"
 
 
 def _forward_ops(program):
@@ -25,15 +26,22 @@ def _forward_ops(program):
 def test_int8_inserts_weight_input_and_output_quantisers():
     m, q = build(Precision())
     verify_program(m.main)
-    assert _forward_ops(m.main)[:13] == [
-        ACT, W_CH, "mul", "elementwise_add", "relu", ACT,  # input quantiser, fc_0
-        W_CH, "mul", "elementwise_add", "relu", ACT,  # fc_1 reads fc_0's quantiser
+    assert _forward_ops(m.main)[:15] == [
+        ACT, W_CH, "mul", BIAS, "elementwise_add", "relu", ACT,  # input quantiser, fc_0
+        W_CH, "mul", BIAS, "elementwise_add", "relu", ACT,  # fc_1 reads fc_0's quantiser
         W_CH, "mul"]
     ops = m.main.global_block().ops
     muls = [op for op in ops if op.type == "mul"]
     assert [op.input("X")[0] for op in muls] == [
         "pixels.quantized", "fc_0.tmp_2.quantized", "fc_1.tmp_2.quantized"]
     assert [op.input("Y")[0] for op in muls] == [f"fc_{i}.w_0.quantized" for i in range(3)]
+    # each bias on its accumulator's grid: the input's scale times the weight's
+    biases = [op for op in ops if op.type == BIAS]
+    assert [(op.input("X")[0], op.input("InScale")[0], op.input("WeightScale")[0])
+            for op in biases] == [("fc_0.b_0", "pixels.scale", "fc_0.w_0.scale"),
+                                  ("fc_1.b_0", "fc_0.tmp_2.scale", "fc_1.w_0.scale"),
+                                  ("fc_2.b_0", "fc_1.tmp_2.scale", "fc_2.w_0.scale")]
+    assert not any(op.attr("half_step") for op in biases)
     # the logits' quantiser feeds both the softmax and the loss
     assert {op.type for op in ops if "fc_2.tmp_1.quantized" in op.input_arg_names} == \
         {"softmax", "softmax_with_cross_entropy"}
@@ -64,6 +72,11 @@ def test_first_and_last_layers_stay_8_bit_and_bipolar_replaces_the_relu():
                                                  "fc_2.tmp_1"]
     assert [(op.attr("bit_length"), op.attr("kind")) for op in acts] == [
         (8, "signed"), (1, "bipolar"), (1, "bipolar"), (8, "signed")]
+    biases = [op for op in ops if op.type == BIAS]
+    assert [(op.attr("in_bit_length"), op.attr("in_kind"), op.attr("weight_kind"),
+             op.attr("half_step")) for op in biases] == [
+        (8, "signed", "signed", True), (1, "bipolar", "bipolar", True),
+        (1, "bipolar", "signed", False)]
 
 
 def test_overrides_by_layer_name_and_unsigned_after_relu():

@@ -203,12 +203,64 @@ def _infer_dequantize(ctx: InferContext) -> None:
     ctx.share("X", "Out")
 
 
+@define_op(
+    "fake_quantize_dequantize_bias",
+    [Slot("X", doc="the bias [C]"),
+     Slot("InScale", doc="[1]: the layer input quantiser's scale"),
+     Slot("WeightScale", doc="[C] or [1]: the weight quantiser's OutScale")],
+    ["Out"],
+    [Attr("in_bit_length", "int", 8, min=1, max=16),
+     Attr("in_kind", "string", "signed", allowed=KINDS),
+     Attr("weight_bit_length", "int", 8, min=1, max=16),
+     Attr("weight_kind", "string", "signed", allowed=KINDS),
+     Attr("half_step", "bool", False,
+          doc="put the bias half-way between accumulator steps (a bipolar output)")],
+    doc="""A layer's bias on its integer accumulator's grid (fluid-hw's extension; Paddle
+keeps the bias in float).  acc_step[c] = step_in * step_w[c] (the two quantisers'
+steps, float32, multiplied in float64); Out = float32(k * acc_step) with k =
+round_half_even(X / acc_step) -- the frozen int32 bias -- or, with half_step, Out =
+float32((floor(X / acc_step) + 1/2) * acc_step), frozen as floor(X / acc_step): then
+the sign of x W + Out never sits on 0 and equals the sign of the integer
+accumulator (acc >= 0), which a bipolar output takes.  Where acc_step is 0, Out = X.
+Gradient: the identity (straight through).""",
+)
+def _infer_bias(ctx: InferContext) -> None:
+    check_float(ctx, "X")
+    xs = ctx.input_shape("X")
+    ctx.check(len(xs) == 1, f"X must be a 1-D bias, got shape {xs}")
+    _scalar_state(ctx, "InScale")
+    ws = ctx.input_shape("WeightScale")
+    ctx.check(len(ws) == 1 and (ws[0] == 1 or merge_dim(ws[0], xs[0]) is not None),
+              f"WeightScale must have shape [1] or [{xs[0]}], got {ws}")
+    for b, k in (("in_bit_length", "in_kind"), ("weight_bit_length", "weight_kind")):
+        try:
+            grid(ctx.attr(b), ctx.attr(k))
+        except ValueError as e:
+            attr_fail(ctx, f"{b} / {k}: {e}")
+    ctx.share("X", "Out")
+
+
+def bias_grid(bias: np.ndarray, in_scale: np.ndarray, w_scale: np.ndarray, in_bits: int,
+              in_kind: str, w_bits: int, w_kind: str, half_step: bool
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """``(k, acc_step)``: the integer bias (float64 holding integers) and the
+    accumulator's step per channel (float64), as ``fake_quantize_dequantize_bias``
+    computes them."""
+    b = np.asarray(bias, np.float64).reshape(-1)
+    acc = np.float64(step_of(np.asarray(in_scale).reshape(1), in_bits, in_kind)[0]) * \
+        step_of(np.asarray(w_scale).reshape(-1), w_bits, w_kind).astype(np.float64)
+    acc = np.broadcast_to(acc, b.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(acc > 0, b / np.where(acc > 0, acc, 1.0), 0.0)
+    return (np.floor(r) if half_step else np.rint(r)), acc
+
+
 #: every fake-quantise op, and the quantise-dequantise forms the QAT pass inserts
 FAKE_QUANT_OPS = (
     "fake_quantize_abs_max", "fake_quantize_dequantize_abs_max",
     "fake_channel_wise_quantize_abs_max", "fake_channel_wise_quantize_dequantize_abs_max",
     "fake_quantize_moving_average_abs_max", "fake_quantize_dequantize_moving_average_abs_max",
-    "fake_dequantize_max_abs")
+    "fake_dequantize_max_abs", "fake_quantize_dequantize_bias")
 QUANT_DEQUANT_OPS = ("fake_quantize_dequantize_abs_max",
                      "fake_channel_wise_quantize_dequantize_abs_max",
                      "fake_quantize_dequantize_moving_average_abs_max")
@@ -217,14 +269,15 @@ QUANT_DEQUANT_OPS = ("fake_quantize_dequantize_abs_max",
 def _declare_grads() -> None:
     from ..grad import define_default_grad
 
-    for t in FAKE_QUANT_OPS[:-1]:
+    for t in FAKE_QUANT_OPS[:-2]:
         define_default_grad(t, uses=("X", "OutScale"), out_grads=("Out",), in_grads=("X",))
     define_default_grad("fake_dequantize_max_abs", uses=("Scale",), out_grads=("Out",),
+                        in_grads=("X",))
+    define_default_grad("fake_quantize_dequantize_bias", uses=(), out_grads=("Out",),
                         in_grads=("X",))
 
 
 _declare_grads()
 
-__all__ = ["FAKE_QUANT_OPS", "KINDS", "QUANT_DEQUANT_OPS", "grid", "quantize_values",
-           "statistic",
-           "step_of"]
+__all__ = ["FAKE_QUANT_OPS", "KINDS", "QUANT_DEQUANT_OPS", "bias_grid", "grid",
+           "quantize_values", "statistic", "step_of"]

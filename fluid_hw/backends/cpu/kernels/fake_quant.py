@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ....ir.ops.fake_quant import grid, quantize_values, statistic, step_of
+from ....ir.ops.fake_quant import bias_grid, grid, quantize_values, statistic, step_of
 from ..context import KernelContext
 from . import Kernel, register_kernel
 
@@ -146,3 +146,18 @@ def fake_dequantize_max_abs_grad(ctx: KernelContext) -> None:
         d = ctx.input("Out@GRAD")
         s = np.float64(ctx.input("Scale").reshape(-1)[0]) / np.float64(ctx.attrs["max_range"])
         ctx.set_output("X@GRAD", (d.astype(np.float64) * s).astype(d.dtype))
+
+
+@register_kernel("fake_quantize_dequantize_bias")
+def fake_quantize_dequantize_bias(ctx: KernelContext) -> None:
+    b, a = ctx.input("X"), ctx.attrs
+    k, acc = bias_grid(b, ctx.input("InScale"), ctx.input("WeightScale"), a["in_bit_length"],
+                       a["in_kind"], a["weight_bit_length"], a["weight_kind"], a["half_step"])
+    out = np.where(acc > 0, (k + (0.5 if a["half_step"] else 0.0)) * acc, b)
+    ctx.set_output("Out", out.astype(b.dtype))
+
+
+@register_kernel("fake_quantize_dequantize_bias_grad")
+def fake_quantize_dequantize_bias_grad(ctx: KernelContext) -> None:
+    if ctx.has_output("X@GRAD"):
+        ctx.set_output("X@GRAD", ctx.input("Out@GRAD"))
