@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._context import ExportCtx
-from ._export_ops import OpExport, _onnx_pads, _out, _pool, _x
+from ._export_ops import OpExport, _onnx_pads, _out, _x
 
 if TYPE_CHECKING:
     from ...ir.program import Operator
@@ -220,9 +220,22 @@ def _requantize(ctx: ExportCtx, op: Operator) -> None:
 
 
 def _quantized_pool2d(ctx: ExportCtx, op: Operator) -> None:
+    """Max pooling: MaxPool on the integers (its padding never wins, as fluid-hw's)."""
     if op.attr("pooling_type") != "max":
         ctx.fail(f"{op.attr('pooling_type')} pooling of integers is not exported (max is)")
-    _pool(ctx, op)
+    if op.attr("global_pooling"):
+        ctx.node("GlobalMaxPool", [_x(op)], [_out(op)])
+        return
+    if op.attr("ceil_mode"):
+        ctx.fail("ceil_mode max pooling of integers is not exported")
+    attrs: dict[str, Any] = {"kernel_shape": list(op.attr("ksize")),
+                             "strides": list(op.attr("strides"))}
+    if op.attr("padding_algorithm") == "SAME":
+        attrs["auto_pad"] = "SAME_UPPER"
+    else:
+        attrs["pads"] = [0, 0, 0, 0] if op.attr("padding_algorithm") == "VALID" \
+            else _onnx_pads(op.attr("paddings"))
+    ctx.node("MaxPool", [_x(op)], [_out(op)], **attrs)
 
 
 QUANT_EXPORTS: dict[str, OpExport] = {
