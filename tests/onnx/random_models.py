@@ -742,6 +742,84 @@ def gen_trilu(r: R) -> list[Case]:
     return out
 
 
+def gen_one_hot(r: R) -> list[Case]:
+    out = []
+    for i in range(3):
+        s = shape(r, 1, 3)
+        depth = int(r.integers(2, 6))
+        # type combinations onnxruntime implements
+        idx = r.integers(-depth, depth, size=s).astype((np.int64, np.int64, F32)[i])
+        vals = np.array([0, 3] if i != 1 else [-1.5, 2.0], (np.int64, F32, F32)[i])
+        out.append(node_case("OneHot", [F(idx), C(np.array(depth, (np.int64, np.int64, F32)[i])),
+                                        (C if i != 2 else F)(vals)],
+                             {"axis": int(r.integers(-len(s) - 1, len(s) + 1))},
+                             opset=pick(r, (11, 22)), id=f"OneHot-{i}"))
+    return out
+
+
+def gen_hardmax(r: R) -> list[Case]:
+    out = []
+    for i in range(3):
+        s = shape(r, 1, 4)
+        x = normal(r, s) if i != 2 else ints(r, s, 0, 3).astype(F32)  # ties: the first
+        out.append(node_case("Hardmax", [F(x)], {"axis": int(r.integers(-len(s), len(s)))},
+                             opset=pick(r, (13, 22)), id=f"Hardmax-{i}"))
+    return out
+
+
+def gen_eye_like(r: R) -> list[Case]:
+    return [node_case("EyeLike", [F(normal(r, [3, 5]))], {"k": 1}, opset=11,
+                      id="EyeLike-k1"),
+            node_case("EyeLike", [F(ints(r, [4, 2]))], {"k": -1, "dtype": 1}, opset=22,
+                      id="EyeLike-dtype")]
+
+
+def gen_lp_normalization(r: R) -> list[Case]:
+    out = []
+    for p in (1, 2):
+        s = shape(r, 1, 4)
+        x = normal(r, s)
+        x.reshape(-1)[: x.size // 3] = 0  # some all-zero lanes
+        out.append(node_case("LpNormalization", [F(x)],
+                             {"p": p, "axis": int(r.integers(-len(s), len(s)))},
+                             opset=pick(r, (11, 22)), id=f"LpNormalization-p{p}"))
+    return out
+
+
+def gen_lp_pool(r: R) -> list[Case]:
+    out = []
+    for i, p in enumerate((1, 2, 3)):
+        n = 1 if i == 2 else 2
+        k = [int(v) for v in r.integers(1, 4, size=n)]
+        attrs = {"kernel_shape": k, "p": p,
+                 "strides": [int(v) for v in r.integers(1, 3, size=n)],
+                 "pads": [int(min(v, kk - 1)) for v, kk in
+                          zip(r.integers(0, 2, size=2 * n), k + k)]}
+        x = normal(r, [2, 3, *[int(v) for v in r.integers(4, 8, size=n)]])
+        out.append(node_case("LpPool", [F(x)], attrs, opset=pick(r, (11, 22)),
+                             id=f"LpPool-p{p}", rtol=1e-4))
+    return out
+
+
+def gen_is_nan(r: R) -> list[Case]:
+    x = normal(r, [3, 4])
+    x[0, 1] = x[2, 2] = np.nan
+    return [node_case("IsNaN", [F(x)], opset=pick(r, (13, 22)), id="IsNaN")]
+
+
+def gen_is_inf(r: R) -> list[Case]:
+    x = normal(r, [3, 4])
+    x[0, 1], x[1, 2], x[2, 0] = np.inf, -np.inf, np.nan
+    return [node_case("IsInf", [F(x)], attrs, opset=pick(r, (10, 20)), id=f"IsInf-{k}")
+            for k, attrs in enumerate(({}, {"detect_negative": 0}, {"detect_positive": 0},
+                                       {"detect_negative": 0, "detect_positive": 0}))]
+
+
+def gen_tan(r: R) -> list[Case]:
+    return [node_case("Tan", [F(normal(r, shape(r)))], opset=pick(r, (7, 22)), id="Tan",
+                      rtol=1e-4)]
+
+
 def gen_gather_elements(r: R) -> list[Case]:
     out = []
     for k in range(4):
@@ -889,6 +967,9 @@ GENERATORS: dict[str, Callable[[R], list[Case]]] = {
     "Erf": gen_erf, "HardSigmoid": gen_hard_sigmoid, "HardSwish": gen_hard_swish,
     "Gelu": gen_gelu, "Where": gen_where, "Expand": gen_expand, "Tile": gen_tile,
     "GatherElements": gen_gather_elements, "ConvTranspose": gen_conv_transpose, "Trilu": gen_trilu,
+    "OneHot": gen_one_hot, "Hardmax": gen_hardmax, "EyeLike": gen_eye_like,
+    "LpNormalization": gen_lp_normalization, "LpPool": gen_lp_pool, "IsNaN": gen_is_nan,
+    "IsInf": gen_is_inf, "Tan": gen_tan,
     "CumSum": gen_cumsum, "ConstantOfShape": gen_constant_of_shape, "Range": gen_range,
     "TopK": gen_top_k, "LRN": gen_lrn, "InstanceNormalization": gen_instance_norm,
     "LayerNormalization": gen_layer_norm, "Resize": gen_resize, "Einsum": gen_einsum,

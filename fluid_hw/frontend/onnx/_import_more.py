@@ -18,6 +18,7 @@ import onnx.numpy_helper
 
 from ._context import NodeCtx
 from ._import_conv_transpose import conv_transpose
+from ._import_index import eye_like, hardmax, one_hot
 from ._import_ops import OpImport, _cast, _enum, _norm, _squeeze_to_scalar
 from ._sizes import MAX_COMPUTED_BYTES, nbytes
 
@@ -313,6 +314,86 @@ def dropout_training(ctx: NodeCtx, ratio: float) -> None:
     if ctx.wants(1):
         ctx.emit("cast", {"X": mask}, {"in_dtype": _enum(np.dtype(np.uint8)),
                                        "out_dtype": _enum(np.dtype(bool))}, out=1)
+
+
+def _lp_norm(ctx: NodeCtx) -> None:
+    """x / ||x||_p along axis (p 1: sum of |x|; 2: sqrt of the sum of squares); 0 where
+    the norm is 0."""
+    _float(ctx)
+    p = int(ctx.attr("p", 2))
+    if p not in (1, 2):
+        ctx.fail(f"attribute p={p}: must be 1 or 2")
+    axis = _norm(int(ctx.attr("axis", -1)), ctx.rank(0), ctx)
+    x = ctx.var(0)
+    part = ctx.emit("abs" if p == 1 else "square", {"X": x})
+    norm = ctx.emit("reduce_sum", {"X": part}, {"dim": [axis], "keep_dim": True}, hint="norm")
+    if p == 2:
+        norm = ctx.emit("sqrt", {"X": norm})
+    # a zero norm (all of x along axis zero) divides by 1 instead: 0, as ONNX's tests want
+    dt = ctx.dtype(0)
+    zero = ctx.emit("equal", {"X": norm, "Y": _scalar_var(ctx, 0.0, dt, "zero")}, {"axis": -1})
+    norm = ctx.emit("where", {"Condition": zero, "X": _scalar_var(ctx, 1.0, dt, "one"),
+                              "Y": norm}, hint="norm")
+    ctx.emit("elementwise_div", {"X": x, "Y": norm}, {"axis": -1}, out=0)
+
+
+def _lp_pool(ctx: NodeCtx) -> None:
+    """(sum over the window of |x|^p)^(1/p), the pads adding nothing."""
+    from ._import_ops import _ints_attr
+    from ._import_pool import pool_taps
+
+    dt = _float(ctx)
+    rank = ctx.rank(0)
+    if rank < 3:
+        ctx.fail(f"input of rank {rank}; LpPool needs [N, C, spatial...]")
+    n = rank - 2
+    kernel = _ints_attr(ctx, "kernel_shape", n, 0)
+    strides = _ints_attr(ctx, "strides", n, 1)
+    dil = _ints_attr(ctx, "dilations", n, 1)
+    for name, vals in (("kernel_shape", kernel), ("strides", strides), ("dilations", dil)):
+        if any(v < 1 for v in vals):
+            ctx.fail(f"attribute {name}={vals}: every entry must be >= 1")
+    p = float(ctx.attr("p", 2))
+    if p <= 0:
+        ctx.fail(f"attribute p={p}: must be > 0")
+    x = ctx.emit("abs", {"X": ctx.var(0)})
+    if p == 2:
+        x = ctx.emit("square", {"X": ctx.var(0)})
+    elif p != 1:
+        x = ctx.emit("elementwise_pow", {"X": x, "Y": _scalar_var(ctx, p, dt, "p")},
+                     {"axis": -1})
+    total = pool_taps(ctx, "sum", n, kernel, strides, dil, source=x, out=None)
+    if p == 1:
+        ctx.alias(0, total)
+    elif p == 2:
+        ctx.emit("sqrt", {"X": total}, out=0)
+    else:
+        ctx.emit("elementwise_pow", {"X": total, "Y": _scalar_var(ctx, 1 / p, dt, "inv_p")},
+                 {"axis": -1}, out=0)
+
+
+def _is_nan(ctx: NodeCtx) -> None:
+    _float(ctx)
+    ctx.emit("not_equal", {"X": ctx.var(0), "Y": ctx.var(0)}, {"axis": -1}, out=0)
+
+
+def _is_inf(ctx: NodeCtx) -> None:
+    dt = _float(ctx)
+    pos, neg = bool(ctx.attr("detect_positive", 1)), bool(ctx.attr("detect_negative", 1))
+    x = ctx.var(0)
+    if pos and neg:
+        x = ctx.emit("abs", {"X": x})
+    # detecting neither: equal to NaN, which nothing is
+    inf = _scalar_var(ctx, math.nan if not (pos or neg) else -math.inf if neg and not pos
+                      else math.inf, dt, "inf")
+    ctx.emit("equal", {"X": x, "Y": inf}, {"axis": -1}, out=0)
+
+
+def _tan(ctx: NodeCtx) -> None:
+    _float(ctx)
+    x = ctx.var(0)
+    ctx.emit("elementwise_div", {"X": ctx.emit("sin", {"X": x}), "Y": ctx.emit("cos", {"X": x})},
+             {"axis": -1}, out=0)
 
 
 def _instance_norm(ctx: NodeCtx) -> None:
@@ -640,6 +721,15 @@ MORE: dict[str, OpImport] = {
     "Tile": OpImport(_tile, "expand", (1,)),
     "GatherElements": OpImport(_gather_elements, "equal, where, reduce_sum (unsqueeze2)"),
     "Trilu": OpImport(_trilu, "where (a constant mask)", (1,)),
+    "OneHot": OpImport(one_hot, "equal, where (unsqueeze2)", (1,)),
+    "Hardmax": OpImport(hardmax, "arg_max, equal, cast"),
+    "EyeLike": OpImport(eye_like, "none (a constant)"),
+    "LpNormalization": OpImport(_lp_norm, "abs or square, reduce_sum, sqrt, elementwise_div"),
+    "LpPool": OpImport(_lp_pool, "abs/square/elementwise_pow, taps (strided_slice, sum), "
+                       "sqrt/elementwise_pow"),
+    "IsNaN": OpImport(_is_nan, "not_equal"),
+    "IsInf": OpImport(_is_inf, "abs, equal"),
+    "Tan": OpImport(_tan, "sin, cos, elementwise_div"),
     "ConvTranspose": OpImport(conv_transpose, "conv2d of the zero-inserted input "
                               "(unsqueeze2, pad, reshape2, slice)", (1,)),
     "CumSum": OpImport(_cumsum, "cumsum", (1,)),

@@ -42,9 +42,10 @@ def _counts(size: int, out: int, k: int, s: int, d: int, pb: int, pe: int,
 
 
 def pool_taps(ctx: NodeCtx, kind: str, n: int, kernel: list[int], strides: list[int],
-              dilations: list[int]) -> None:
-    """ONNX MaxPool (``kind`` "max", with Indices when wanted) or AveragePool over ``n``
-    spatial dims, as taps."""
+              dilations: list[int], source: str | None = None, out: int | None = 0) -> str:
+    """ONNX MaxPool (``kind`` "max", with Indices when wanted) or AveragePool ("avg";
+    "sum": the window sums) over ``n`` spatial dims, as taps: of input 0, or of
+    ``source`` (a variable of input 0's shape and type), into output ``out``."""
     src = ctx.dtype(0)
     wrap = src.kind in "iu" and src.itemsize <= 2 and kind == "max"
     if src.kind != "f" and not wrap:
@@ -63,11 +64,12 @@ def pool_taps(ctx: NodeCtx, kind: str, n: int, kernel: list[int], strides: list[
     ceil = bool(ctx.attr("ceil_mode", 0))
     geo = [_axis_geometry(spatial[i], kernel[i], strides[i], dilations[i], pads[2 * i],
                           pads[2 * i + 1], ceil) for i in range(n)]
-    out = [g[0] for g in geo]
-    if any(o < 1 for o in out):
+    size = [g[0] for g in geo]
+    if any(o < 1 for o in size):
         ctx.fail(f"the window {kernel} (dilations {dilations}) does not fit the input "
                  f"{spatial} with pads {pads}")
-    x = _cast(ctx, ctx.var(0), src, np.dtype(np.float32)) if wrap else ctx.var(0)
+    x = source or ctx.var(0)
+    x = _cast(ctx, x, src, np.dtype(np.float32)) if wrap else x
     work = np.dtype(np.float32) if wrap else src
     paddings = [0, 0, 0, 0] + [v for i in range(n) for v in (pads[2 * i], geo[i][1])]
     if any(paddings):
@@ -77,33 +79,40 @@ def pool_taps(ctx: NodeCtx, kind: str, n: int, kernel: list[int], strides: list[
     slices = []
     for t in itertools.product(*(range(k) for k in kernel)):
         starts = [t[i] * dilations[i] for i in range(n)]
-        ends = [starts[i] + (out[i] - 1) * strides[i] + 1 for i in range(n)]
+        ends = [starts[i] + (size[i] - 1) * strides[i] + 1 for i in range(n)]
         attrs = {"axes": list(range(2, 2 + n)), "starts": starts, "ends": ends}
         if any(s != 1 for s in strides):
             slices.append(ctx.emit("strided_slice", {"Input": x},
                                    {**attrs, "strides": list(strides)}, hint="tap"))
         else:
             slices.append(ctx.emit("slice", {"Input": x}, attrs, hint="tap"))
+    if kind == "sum":
+        if len(slices) == 1:
+            if out is not None:
+                ctx.alias(out, slices[0])
+            return slices[0]
+        return ctx.emit("sum", {"X": slices}, out=out)
     if kind == "avg":
         total = ctx.emit("sum", {"X": slices}) if len(slices) > 1 else slices[0]
         include = bool(ctx.attr("count_include_pad", 0))
         count = np.ones([1], np.int64)
         for i in range(n):
-            c = _counts(spatial[i], out[i], kernel[i], strides[i], dilations[i],
+            c = _counts(spatial[i], size[i], kernel[i], strides[i], dilations[i],
                         pads[2 * i], pads[2 * i + 1], include)
             count = np.multiply.outer(count, c) if i else c
         div = ctx.param(np.maximum(count, 1).astype(work), "window_cells")
-        ctx.emit("elementwise_div", {"X": total, "Y": div}, {"axis": 2}, out=0)
-        return
+        return ctx.emit("elementwise_div", {"X": total, "Y": div}, {"axis": 2}, out=out)
     y = slices[0]
     for s in slices[1:]:
         y = ctx.emit("elementwise_max", {"X": y, "Y": s}, {"axis": -1}, hint="max")
     if ctx.wants(1):
-        _indices(ctx, y, slices, spatial, out, kernel, strides, dilations, pads)
+        _indices(ctx, y, slices, spatial, size, kernel, strides, dilations, pads)
     if wrap:
-        ctx.emit("cast", {"X": y}, {"in_dtype": _enum(work), "out_dtype": _enum(src)}, out=0)
-    else:
-        ctx.alias(0, y)
+        return ctx.emit("cast", {"X": y}, {"in_dtype": _enum(work), "out_dtype": _enum(src)},
+                        out=out)
+    if out is not None:
+        ctx.alias(out, y)
+    return y
 
 
 def _indices(ctx: NodeCtx, y: str, slices: list[str], spatial: list[int], out: list[int],
