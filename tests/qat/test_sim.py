@@ -1,5 +1,6 @@
 """Acceptance (issue 16): each frozen QAT program of the digits MLP compiles for
-``--target sim`` and simulates bit-exactly in Verilator against the golden model."""
+``--target sim`` and simulates bit-exactly in Verilator against the golden model (the
+narrow programs in int8 lanes whose requantisers clamp to the program's rails)."""
 
 import pytest
 
@@ -10,16 +11,10 @@ from tests.qat._digits import data, qat
 
 pytestmark = pytest.mark.slow
 
-NARROW_LOWERING = ("the FPGA lowering of activations narrower than 8 bits is not in yet: "
-                   "hls/kinds/_matrix.requant_tail refuses a requantize making 2-bit (or "
-                   "bipolar) values ('the accelerator streams int8'); the golden arithmetic "
-                   "is checked by tests/qat/test_digits.py")
-
-
 @pytest.mark.parametrize("precision", [
     pytest.param(Precision(8, 8), id="int8"),
-    pytest.param(Precision(2, 2), id="w2a2", marks=pytest.mark.skip(reason=NARROW_LOWERING)),
-    pytest.param(Precision(1, 1), id="w1a1", marks=pytest.mark.skip(reason=NARROW_LOWERING)),
+    pytest.param(Precision(2, 2), id="w2a2"),
+    pytest.param(Precision(1, 1), id="w1a1"),
 ])
 def test_frozen_qat_program_simulates_bit_exactly(precision, tmp_path):
     r = qat(precision)
