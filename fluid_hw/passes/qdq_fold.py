@@ -49,7 +49,6 @@ import numpy as np
 
 from ..errors import QuantizationError
 from ..ir import dtypes
-from ..ir.ops.nn import _CONV_ATTRS
 from ..ir.program import Operator, Program
 from ._graph import (
     BlockGraph,
@@ -60,12 +59,12 @@ from ._graph import (
     remove_unused_vars,
 )
 from .base import Pass, PassContext, get_value, register_pass
+from .quantize import _CONV_ATTR_NAMES, requant_params
 
 VarType = dtypes.VarType
 
 #: ops that move integers unchanged (same scale and zero point on both sides)
 _MOVES = ("relu", "reshape2", "flatten2", "transpose2", "squeeze2", "unsqueeze2")
-_CONV_NAMES = tuple(a.name for a in _CONV_ATTRS)
 
 
 @dataclass
@@ -332,7 +331,7 @@ class _Folder:
             if wz:
                 ins["FilterZeroPoint"] = wz
             kind, slot, axis = "conv_integer", "Output", 1
-            attrs = {a: ly.op.attr(a) for a in _CONV_NAMES}
+            attrs = {a: ly.op.attr(a) for a in _CONV_ATTR_NAMES}
         like = ly.op.output_arg_names[0]
         acc = self.new_var(f"{like}.acc", like, VarType.INT32)
         items.append(OpSpec(kind, ins, {slot: [acc]}, attrs))
@@ -356,8 +355,6 @@ class _Folder:
             {"axis": axis, "out_dtype": dtypes.to_enum(y_dt), "relu": ly.relu}))
 
     def emit_layer(self, ly: _Layer, q_y: str, items: list[Any]) -> None:
-        from .quantize import requant_params
-
         if self.onnx_exact:
             self.emit_onnx_layer(ly, q_y, items)
             return
@@ -375,7 +372,7 @@ class _Folder:
         attrs: dict[str, Any] = {"in_scale": float(xt.scale),
                                  "weight_scale": [float(v) for v in s_w]}
         if ly.kind == "conv":
-            attrs.update({a: ly.op.attr(a) for a in _CONV_NAMES})
+            attrs.update({a: ly.op.attr(a) for a in _CONV_ATTR_NAMES})
             kind, slot = "quantized_conv2d", "Output"
             acc_shape = None
         else:
