@@ -49,7 +49,7 @@ from ..ir.verifier import verify_program
 from ._graph import OpSpec, add_param, fresh_name, rebuild_block, remove_unused_vars
 from .base import ParamStore, PassContext, get_value
 from .manager import PassManager
-from .precision import acc_bits, weight_range
+from .precision import acc_bits, int_range, requant_thresholds, weight_range
 from .qat import ACT_QUANT, LAYER_OPS
 from .quantize import _CONV_ATTR_NAMES, requant_params, round_half_even
 
@@ -76,7 +76,9 @@ class _Grid:
 
 
 class _Freezer:
-    def __init__(self, program: Program, scope: ParamStore, targets: list[str]) -> None:
+    def __init__(self, program: Program, scope: ParamStore, targets: list[str],
+                 thresholds: bool = False) -> None:
+        self.thresholds = thresholds
         self.p = program
         self.block = program.global_block()
         self.scope = scope
@@ -269,17 +271,28 @@ class _Freezer:
             mult = acc_step / np.float64(s_out)
             mn = [requant_params(float(v)) for v in (mult if s_w.size > 1 else mult[:1])]
         base = fq.input("X")[0]
-        m_name = add_param(self.block, self.scope, f"{base}.multiplier",
-                           np.array([p[0] for p in mn], np.int32))
-        n_name = add_param(self.block, self.scope, f"{base}.shift",
-                           np.array([p[1] for p in mn], np.int32))
+        m_arr = np.array([p[0] for p in mn], np.int32)
+        n_arr = np.array([p[1] for p in mn], np.int32)
         outq = self.new_var(f"{base}.int{obits}", out_float, self.int_dtype(obits, okind))
-        self.items.append(OpSpec(
-            "requantize", {"X": [acc], "Multiplier": [m_name], "Shift": [n_name]},
-            {"Out": [outq]},
-            {"relu": relu and okind != "bipolar", "bits": obits, "signed": okind != "unsigned",
-             "bipolar": okind == "bipolar", "out_scale": float(s_out),
-             "in_scale": [float(v) for v in acc_step]}))
+        bipolar, use_relu = okind == "bipolar", relu and okind != "bipolar"
+        if self.thresholds and obits <= 4:
+            lo, hi = int_range(obits, okind)
+            lo = max(lo, 0) if use_relu else lo
+            th = requant_thresholds(m_arr, n_arr, lo, hi, bipolar)
+            t_name = add_param(self.block, self.scope, f"{base}.thresholds", th)
+            self.items.append(OpSpec(
+                "multi_threshold", {"X": [acc], "Thresholds": [t_name]}, {"Out": [outq]},
+                {"bits": obits, "signed": okind != "unsigned", "bipolar": bipolar,
+                 "out_bias": 0 if bipolar else lo, "out_scale": float(s_out)}))
+        else:
+            m_name = add_param(self.block, self.scope, f"{base}.multiplier", m_arr)
+            n_name = add_param(self.block, self.scope, f"{base}.shift", n_arr)
+            self.items.append(OpSpec(
+                "requantize", {"X": [acc], "Multiplier": [m_name], "Shift": [n_name]},
+                {"Out": [outq]},
+                {"relu": use_relu, "bits": obits, "signed": okind != "unsigned",
+                 "bipolar": bipolar, "out_scale": float(s_out),
+                 "in_scale": [float(v) for v in acc_step]}))
         self.ints[out_float] = _Grid(outq, s_out, obits, okind)
 
     def run(self) -> Program:
@@ -310,17 +323,19 @@ class _Freezer:
 
 
 def freeze(program: Program, scope: ParamStore, *, feed_names: Sequence[str],
-           fetch_names: Sequence[str]) -> Program:
+           fetch_names: Sequence[str], thresholds: bool = False) -> Program:
     """The integer inference program of a quantisation-aware-trained ``program`` (its
     test clone: see the module doc), pruned to ``fetch_names``.  Integer weights,
     biases, multipliers and shifts are added to ``scope``; the input program is not
-    changed."""
+    changed.  ``thresholds``: a layer whose output has 1 to 4 bits gets the
+    ``multi_threshold`` giving the same integers as its ``requantize``
+    (``QuantConfig(thresholds=True)``'s rule: compare instead of multiply)."""
     targets = list(fetch_names)
     if not targets:
         raise QuantizationError("freeze needs the program's outputs: fetch_names=[...]")
     ctx = PassContext(scope=scope, feed_names=list(feed_names), fetch_names=targets)
     pruned = PassManager(["prune"]).run(program, ctx)
-    out = _Freezer(pruned, scope, targets).run()
+    out = _Freezer(pruned, scope, targets, thresholds).run()
     try:
         verify_program(out)
     except FluidError as e:  # a bug here, not in the caller's program

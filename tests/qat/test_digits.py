@@ -2,10 +2,13 @@
 each frozen program runs on the golden model (the CPU executor's integer kernels)
 and agrees with the fake-quantised float program it came from."""
 
+import numpy as np
 import pytest
 
+import fluid_hw as fluid
 from fluid_hw.passes.precision import Precision
-from tests.qat._digits import qat
+from fluid_hw.passes.qat_freeze import freeze
+from tests.qat._digits import data, qat
 
 pytestmark = pytest.mark.slow
 
@@ -57,3 +60,20 @@ def test_w1a1_bipolar_reaches_85_percent():
     assert set(r.scope.find_value(fc[1].input("W")[0]).reshape(-1).tolist()) == {-1, 1}
     # the hidden layer's inputs are bipolar: its sum is the XNOR/popcount form
     assert fc[1].attr("acc_bits") <= 9  # 128 products of +-1 and a bias
+
+
+@pytest.mark.parametrize("precision", [Precision(2, 2), Precision(1, 1)], ids=["w2a2", "w1a1"])
+def test_thresholds_give_the_same_integers(precision):
+    """freeze(thresholds=True): the 1-4-bit outputs come from multi_threshold (compare,
+    no multiply), bit for bit what requantize gives."""
+    r = qat(precision)
+    th = freeze(r.qat.test_program, r.scope, feed_names=["pixels"],
+                fetch_names=[r.model.prediction.name], thresholds=True)
+    ops = [op.type for op in th.global_block().ops]
+    assert ops.count("multi_threshold") == 2 and ops.count("requantize") == 1
+    x = data()[1]
+    exe = fluid.Executor()
+    (a,) = exe.run(th, feed={"pixels": x}, fetch_list=[r.model.prediction.name], scope=r.scope)
+    (b,) = exe.run(r.frozen, feed={"pixels": x}, fetch_list=[r.model.prediction.name],
+                   scope=r.scope)
+    np.testing.assert_array_equal(a, b)
