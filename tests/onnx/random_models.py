@@ -820,6 +820,45 @@ def gen_tan(r: R) -> list[Case]:
                       rtol=1e-4)]
 
 
+def gen_scatter_elements(r: R) -> list[Case]:
+    out = []
+    for i, red in enumerate(("none", "add", "mul", "max", "min", "none")):
+        s = [int(v) for v in r.integers(2, 5, size=int(r.integers(1, 4)))]
+        ax = int(r.integers(-len(s), len(s)))
+        n = s[ax]
+        js = list(s)
+        js[ax] = int(r.integers(1, n + 1))
+        # distinct indices along the axis (duplicates are undefined without a reduction)
+        idx = np.moveaxis(np.argsort(r.random([*[d for k, d in enumerate(s) if k != ax % len(s)],
+                                               n]), axis=-1)[..., :js[ax]], -1, ax)
+        idx = (idx - n * (r.random(idx.shape) < 0.3)).astype(np.int64 if i % 2 else np.int32)
+        x = normal(r, s) if i != 5 else ints(r, s)
+        upd = normal(r, js) if i != 5 else ints(r, js)
+        attrs: dict = {"axis": ax}
+        if red != "none":
+            attrs["reduction"] = red
+        out.append(node_case("ScatterElements", [F(x), (C if i == 0 else F)(idx), F(upd)],
+                             attrs, opset=18, id=f"ScatterElements-{red}-{i}"))
+    return out
+
+
+def gen_scatter_nd(r: R) -> list[Case]:
+    out = []
+    for i, red in enumerate(("none", "add", "max", "none")):
+        s = [int(v) for v in r.integers(2, 5, size=3)]
+        k = int(r.integers(1, 3))
+        m = int(r.integers(1, 4))
+        flat = r.permutation(int(np.prod(s[:k])))[:m]  # distinct tuples
+        idx = np.stack(np.unravel_index(flat, s[:k]), axis=-1).astype(np.int64)
+        upd_shape = [m, *s[k:]]
+        x = normal(r, s) if i != 3 else ints(r, s)
+        upd = normal(r, upd_shape) if i != 3 else ints(r, upd_shape)
+        attrs = {"reduction": red} if red != "none" else {}
+        out.append(node_case("ScatterND", [F(x), (C if i == 0 else F)(idx), F(upd)], attrs,
+                             opset=18, id=f"ScatterND-{red}-{i}"))
+    return out
+
+
 def gen_gather_elements(r: R) -> list[Case]:
     out = []
     for k in range(4):
@@ -970,6 +1009,7 @@ GENERATORS: dict[str, Callable[[R], list[Case]]] = {
     "OneHot": gen_one_hot, "Hardmax": gen_hardmax, "EyeLike": gen_eye_like,
     "LpNormalization": gen_lp_normalization, "LpPool": gen_lp_pool, "IsNaN": gen_is_nan,
     "IsInf": gen_is_inf, "Tan": gen_tan,
+    "ScatterElements": gen_scatter_elements, "ScatterND": gen_scatter_nd,
     "CumSum": gen_cumsum, "ConstantOfShape": gen_constant_of_shape, "Range": gen_range,
     "TopK": gen_top_k, "LRN": gen_lrn, "InstanceNormalization": gen_instance_norm,
     "LayerNormalization": gen_layer_norm, "Resize": gen_resize, "Einsum": gen_einsum,

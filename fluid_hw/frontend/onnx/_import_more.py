@@ -19,6 +19,7 @@ import onnx.numpy_helper
 from ._context import NodeCtx
 from ._import_conv_transpose import conv_transpose
 from ._import_index import eye_like, hardmax, one_hot
+from ._import_scatter import scatter_elements, scatter_nd
 from ._import_ops import OpImport, _cast, _enum, _norm, _squeeze_to_scalar
 from ._sizes import MAX_COMPUTED_BYTES, nbytes
 
@@ -730,6 +731,10 @@ MORE: dict[str, OpImport] = {
     "IsNaN": OpImport(_is_nan, "not_equal"),
     "IsInf": OpImport(_is_inf, "abs, equal"),
     "Tan": OpImport(_tan, "sin, cos, elementwise_div"),
+    "ScatterElements": OpImport(scatter_elements, "equal, where, reduce_* (unsqueeze2), "
+                                "where / elementwise ops"),
+    "ScatterND": OpImport(scatter_nd, "equal, where, reduce_* (reshape2), where / "
+                          "elementwise ops"),
     "ConvTranspose": OpImport(conv_transpose, "conv2d of the zero-inserted input "
                               "(unsqueeze2, pad, reshape2, slice)", (1,)),
     "CumSum": OpImport(_cumsum, "cumsum", (1,)),
