@@ -219,6 +219,11 @@ class _Builder:
             path.append(self.stages[k0].in_var)
             k0 = self.stages[k0].inputs[0]
         st = self.stages[k0] if k0 >= 0 else None
+        if st is not None and st.params.get("thresholds"):
+            raise LoweringError(f"relu (-> {out}) follows the multi_threshold of stage "
+                                f"{st.name!r}: fold it into the thresholds (out_bias >= 0, "
+                                "the lower thresholds at int32's minimum) or keep it on the "
+                                "CPU")
         if st is None or not st.requantize:
             raise LoweringError(f"relu (-> {out}) does not follow a stage with a clamp (a "
                                 "requantize, an average pool, a table or a join; through max "

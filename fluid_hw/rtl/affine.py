@@ -53,11 +53,12 @@ PRODUCT_LATENCY = 4
 
 def affine_model(x: np.ndarray, weights: np.ndarray, bias: np.ndarray | None = None,
                  multiplier: np.ndarray | None = None, shift: np.ndarray | None = None,
-                 relu: bool = False, clamp: Clamp | None = None) -> np.ndarray:
+                 relu: bool = False, clamp: Clamp | None = None,
+                 thresholds: np.ndarray | None = None) -> np.ndarray:
     """Behavioural model: ``x`` int [..., C] (last axis = channel) -> int8 after
     requantisation, int32 ``x * w + bias`` without a multiplier."""
     acc = np.asarray(x, np.int64) * np.asarray(weights, np.int64).reshape(-1)
-    return requantize_model(acc, bias, multiplier, shift, relu, clamp)
+    return requantize_model(acc, bias, multiplier, shift, relu, clamp, thresholds)
 
 
 def affine_latency(requantize: bool = True) -> int:
@@ -78,7 +79,8 @@ class AffineUnit(Component):
                  weights: np.ndarray | None = None, bias: np.ndarray | None = None,
                  multiplier: np.ndarray | None = None, shift: np.ndarray | None = None,
                  relu: bool = False, requantize: bool = True, runtime: bool = False,
-                 ff_style: str = "plain", clamp: Clamp | None = None) -> None:
+                 ff_style: str = "plain", clamp: Clamp | None = None,
+                 thresholds: np.ndarray | None = None) -> None:
         check_channel_lanes(f"affine unit {name!r}", pe, channels, ff_style)
         self.name, self.channels, self.pe, self.lanes = name, channels, pe, pe
         self.runtime, self.ff_style = runtime, ff_style
@@ -94,7 +96,8 @@ class AffineUnit(Component):
             self.weight_words = mvau_weight_entries(w.reshape(-1, 1), pe, 1)
         self.requant = RequantPipe(name, pe, channels, bias=bias, multiplier=multiplier,
                                    shift=shift, relu=relu, requantize=requantize,
-                                   runtime=runtime, ff_style=ff_style, clamp=clamp)
+                                   runtime=runtime, ff_style=ff_style, clamp=clamp,
+                                   thresholds=thresholds)
         self.out_bits = self.requant.out_bits
         self.latency = PRODUCT_LATENCY + self.requant.latency
         self.queue_depth = credit_depth(self.latency, 1)

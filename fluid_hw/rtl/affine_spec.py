@@ -79,7 +79,7 @@ class AffineSpec(_ShapeMixin, _PerChannel):
         y = affine_model(x.reshape(len(x), -1, self.mh), self._model_weights(self.weights),
                          self.bias,
                          self.multiplier if self.requantize else None, self.shift, self.relu,
-                         self.clamp)
+                         self.clamp, self.thresholds)
         return y.reshape(len(x), -1).astype(np.int64)
 
     def cycle_bound(self) -> int:

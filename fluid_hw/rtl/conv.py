@@ -29,13 +29,15 @@ __all__ = ["ConvUnit", "conv2d_model"]
 def conv2d_model(image_hwc: np.ndarray, filters: np.ndarray, geom: WindowGeometry,
                  bias: np.ndarray | None = None, multiplier: np.ndarray | None = None,
                  shift: np.ndarray | None = None, relu: bool = False,
-                 clamp: Clamp | None = None) -> np.ndarray:
+                 clamp: Clamp | None = None, thresholds: np.ndarray | None = None
+                 ) -> np.ndarray:
     """Behavioural model: [H, W, C] int8, filters [M, C, kh, kw] -> [OH, OW, M]."""
     win = swg_model(image_hwc, geom, 1, "kkc", 0)            # [OH*OW, kh*kw*C]
     mat = np.asarray(filters, np.int64).transpose(0, 2, 3, 1).reshape(len(filters), -1)
     acc = win @ mat.T
     oh, ow = geom.out_hw
-    return requantize_model(acc, bias, multiplier, shift, relu, clamp).reshape(oh, ow, -1)
+    return requantize_model(acc, bias, multiplier, shift, relu, clamp,
+                            thresholds).reshape(oh, ow, -1)
 
 
 class ConvUnit(Component):

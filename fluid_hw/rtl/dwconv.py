@@ -62,7 +62,8 @@ MAC_LATENCY = 5
 def depthwise_model(image_hwc: np.ndarray, filters: np.ndarray, geom: WindowGeometry,
                     bias: np.ndarray | None = None, multiplier: np.ndarray | None = None,
                     shift: np.ndarray | None = None, relu: bool = False,
-                    clamp: Clamp | None = None) -> np.ndarray:
+                    clamp: Clamp | None = None, thresholds: np.ndarray | None = None
+                    ) -> np.ndarray:
     """Behavioural model: [H, W, C] int8, filters [C, 1, kh, kw] -> [OH, OW, C]
     (int8 after requantisation, int32 ``acc + bias`` without a multiplier)."""
     c = geom.channels
@@ -71,7 +72,8 @@ def depthwise_model(image_hwc: np.ndarray, filters: np.ndarray, geom: WindowGeom
     f = np.asarray(filters, np.int64).reshape(c, kh * kw)   # [C, K]
     acc = (win * f.T[None]).sum(axis=1)                      # [OH*OW, C]
     oh, ow = geom.out_hw
-    return requantize_model(acc, bias, multiplier, shift, relu, clamp).reshape(oh, ow, c)
+    return requantize_model(acc, bias, multiplier, shift, relu, clamp,
+                            thresholds).reshape(oh, ow, c)
 
 
 def dwconv_latency(requantize: bool = True) -> int:
@@ -103,7 +105,8 @@ class DepthwiseConv(Component):
                  weights: np.ndarray | None = None, bias: np.ndarray | None = None,
                  multiplier: np.ndarray | None = None, shift: np.ndarray | None = None,
                  relu: bool = False, requantize: bool = True, runtime: bool = False,
-                 ff_style: str = "plain", clamp: Clamp | None = None) -> None:
+                 ff_style: str = "plain", clamp: Clamp | None = None,
+                 thresholds: np.ndarray | None = None) -> None:
         c = geom.channels
         geom.check(f"depthwise conv {name!r}")
         check_channel_lanes(f"depthwise conv {name!r}", pe, c, ff_style)
@@ -125,7 +128,8 @@ class DepthwiseConv(Component):
             self.weight_words = dw_weight_entries(w, pe)
         self.requant = RequantPipe(name, pe, c, bias=bias, multiplier=multiplier,
                                    shift=shift, relu=relu, requantize=requantize,
-                                   runtime=runtime, ff_style=ff_style, clamp=clamp)
+                                   runtime=runtime, ff_style=ff_style, clamp=clamp,
+                                   thresholds=thresholds)
         self.swg = SlidingWindow(name, geom, pe, order="ckk", pad_value=0)
         self.out_bits = self.requant.out_bits
         self.latency = MAC_LATENCY + self.requant.latency

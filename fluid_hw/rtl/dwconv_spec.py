@@ -98,7 +98,8 @@ class DepthwiseSpec(_WindowMixin, _PerChannel):
                                          self.geometry,
                                          self.bias,
                                          self.multiplier if self.requantize else None,
-                                         self.shift, self.relu, self.clamp).reshape(-1)
+                                         self.shift, self.relu, self.clamp,
+                                         self.thresholds).reshape(-1)
                          for v in np.asarray(x)]).astype(np.int64)
 
     def cycle_bound(self) -> int:

@@ -50,10 +50,11 @@ __all__ = ["MVAU", "mvau_model", "mvau_weight_entries", "adder_tree_depth", "mva
 
 def mvau_model(x: np.ndarray, weights: np.ndarray, bias: np.ndarray | None = None,
                multiplier: np.ndarray | None = None, shift: np.ndarray | None = None,
-               relu: bool = False, clamp: Clamp | None = None) -> np.ndarray:
+               relu: bool = False, clamp: Clamp | None = None,
+               thresholds: np.ndarray | None = None) -> np.ndarray:
     """Behavioural model: ``x`` int8 [N, mw], ``weights`` int8 [mh, mw] -> [N, mh]."""
     acc = np.asarray(x, np.int64) @ np.asarray(weights, np.int64).T
-    return requantize_model(acc, bias, multiplier, shift, relu, clamp)
+    return requantize_model(acc, bias, multiplier, shift, relu, clamp, thresholds)
 
 
 def adder_tree_depth(simd: int) -> int:
@@ -100,7 +101,8 @@ class MVAU(Component):
                  weights: np.ndarray | None = None, bias: np.ndarray | None = None,
                  multiplier: np.ndarray | None = None, shift: np.ndarray | None = None,
                  relu: bool = False, requantize: bool = True, runtime: bool = False,
-                 ff_style: str = "plain", clamp: Clamp | None = None) -> None:
+                 ff_style: str = "plain", clamp: Clamp | None = None,
+                 thresholds: np.ndarray | None = None) -> None:
         if pe < 1 or simd < 1 or mh % pe or mw % simd:
             raise HardwareConfigError(
                 f"MVAU {name!r}: PE={pe} must divide MH={mh} and SIMD={simd} must divide "
@@ -118,7 +120,8 @@ class MVAU(Component):
             self.weight_words = mvau_weight_entries(w, pe, simd)
         self.requant = RequantPipe(name, pe, mh, bias=bias, multiplier=multiplier,
                                    shift=shift, relu=relu, requantize=requantize,
-                                   runtime=runtime, ff_style=ff_style, clamp=clamp)
+                                   runtime=runtime, ff_style=ff_style, clamp=clamp,
+                                   thresholds=thresholds)
         self.out_bits = self.requant.out_bits
         self.tree_depth = adder_tree_depth(simd)
         # issue -> memory data (1) -> fabric regs (2) -> product (3) -> product (4)

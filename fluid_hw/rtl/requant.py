@@ -15,6 +15,12 @@ bias and passes ``s`` on as int32 (a last stage whose output the host dequantise
 
 Parameter memory entry (54 bits, also the runtime load format): bits 31..0 bias
 (two's complement), 47..32 multiplier, 53..48 shift.
+
+With ``thresholds`` (int32 ``[C, T]``, a ``multi_threshold`` in place of the
+requantisation; const parameters only) the lanes compare instead of multiplying:
+``s = int32(x + bias[c])``, ``out = lo + #{t : s >= thresholds[c, t]}`` with ``lo`` the
+``clamp``'s (bipolar: ``hi`` where a threshold is crossed, else ``lo``), in the same
+number of cycles; an entry is then ``32 * (T + 1)`` bits: the bias, then each threshold.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 from numpy.typing import ArrayLike
@@ -35,6 +41,7 @@ from ._util import Component, HardwareConfigError, as_int_array, ceil_log2
 from .stream import CreditQueue, credit_depth
 
 __all__ = ["RequantPipe", "Requantiser", "requantize_model", "requant_entries",
+           "threshold_entries",
            "PARAM_ENTRY_BITS", "REQUANT_LATENCY", "BIAS_ONLY_LATENCY"]
 
 PARAM_ENTRY_BITS = 54
@@ -44,14 +51,22 @@ BIAS_ONLY_LATENCY = 3
 
 
 def requantize_model(acc: ArrayLike, bias: ArrayLike | None, multiplier: ArrayLike | None,
-                     shift: ArrayLike | None, relu: bool, clamp: Clamp | None = None
-                     ) -> np.ndarray:
+                     shift: ArrayLike | None, relu: bool, clamp: Clamp | None = None,
+                     thresholds: ArrayLike | None = None) -> np.ndarray:
     """Behavioural model.  ``acc`` is int [..., C] (last axis = channel).  Returns int8
-    (``clamp``'s rails when given) or, without a multiplier, the int32 ``acc + bias``."""
+    (``clamp``'s rails when given; with ``thresholds`` [C, T] the count of those crossed
+    above ``clamp.lo``) or, without a multiplier, the int32 ``acc + bias``."""
     s = np.asarray(acc, dtype=np.int64)
     if bias is not None:
         s = s + np.asarray(bias, dtype=np.int64)
     s = ((s + 2**31) % 2**32) - 2**31  # int32 wrap, as the int32 kernel does
+    if thresholds is not None:
+        if clamp is None:
+            raise HardwareConfigError("thresholds need the output's rails (a Clamp)")
+        count = (s[..., None] >= np.asarray(thresholds, np.int64)).sum(axis=-1)
+        if clamp.bipolar:
+            return np.where(count > 0, clamp.hi, clamp.lo).astype(np.int8)
+        return (clamp.lo + count).astype(np.int8)
     if multiplier is None:
         return s.astype(np.int32)
     m = np.asarray(multiplier, dtype=np.int64)
@@ -62,6 +77,18 @@ def requantize_model(acc: ArrayLike, bias: ArrayLike | None, multiplier: ArrayLi
     if clamp is not None:
         return clamp.model(r, relu)
     return np.clip(r, 0 if relu else -128, 127).astype(np.int8)
+
+
+def threshold_entries(name: str, channels: int, bias: np.ndarray | None,
+                      thresholds: np.ndarray) -> list[int]:
+    """Parameter memory entries of a threshold stage: bias, then each threshold (32
+    bits each, two's complement)."""
+    th = as_int_array(name, "thresholds", thresholds, (channels, np.shape(thresholds)[1]),
+                      -2**31, 2**31 - 1)
+    b = (np.zeros(channels, np.int64) if bias is None else
+         as_int_array(name, "bias", bias, (channels,), -2**31, 2**31 - 1))
+    return [sum((int(v) & 0xFFFFFFFF) << (32 * k) for k, v in enumerate([b[c], *th[c]]))
+            for c in range(channels)]
 
 
 def requant_entries(name: str, channels: int, bias: np.ndarray | None,
@@ -92,21 +119,34 @@ class RequantPipe(Component):
                  bias: np.ndarray | None = None, multiplier: np.ndarray | None = None,
                  shift: np.ndarray | None = None, relu: bool = False,
                  requantize: bool = True, runtime: bool = False,
-                 ff_style: str = "plain", clamp: Clamp | None = None) -> None:
+                 ff_style: str = "plain", clamp: Clamp | None = None,
+                 thresholds: np.ndarray | None = None) -> None:
         check_ff_style(name, ff_style)
         if channels % lanes:
             raise HardwareConfigError(
                 f"{name}: {channels} channels are not a multiple of {lanes} lanes")
-        if requantize and not runtime and (multiplier is None or shift is None):
+        if thresholds is not None and (runtime or clamp is None or relu or not requantize):
+            raise HardwareConfigError(
+                f"{name}: thresholds need const parameters, the output's rails (clamp), "
+                "requantisation and no relu (fold a relu into the thresholds' rails)")
+        if requantize and not runtime and thresholds is None and \
+                (multiplier is None or shift is None):
             raise HardwareConfigError(f"{name}: requantisation needs a multiplier and a shift")
         self.name, self.lanes, self.channels = name, lanes, channels
         self.groups = channels // lanes
         self.requantize, self.relu, self.runtime = requantize, relu, runtime
         self.ff_style, self.clamp = ff_style, clamp
         self.out_bits = 8 if requantize else 32
-        self.entries = None if runtime else requant_entries(
-            name, channels, bias, multiplier if requantize else None,
-            shift if requantize else None)
+        self.n_thresholds = 0 if thresholds is None else int(np.shape(thresholds)[1])
+        self.entry_bits = PARAM_ENTRY_BITS if thresholds is None else \
+            32 * (self.n_thresholds + 1)
+        if thresholds is not None:
+            self.entries: list[int] | None = threshold_entries(name, channels, bias,
+                                                               np.asarray(thresholds))
+        else:
+            self.entries = None if runtime else requant_entries(
+                name, channels, bias, multiplier if requantize else None,
+                shift if requantize else None)
         self.latency = REQUANT_LATENCY if requantize else BIAS_ONLY_LATENCY
         members = {
             "i_valid": In(1), "i_acc": In(32 * lanes), "i_idx": In(range(max(2, self.groups))),
@@ -128,10 +168,11 @@ class RequantPipe(Component):
         outs = []
         for lane in range(self.lanes):
             init = None if self.entries is None else self.entries[lane::self.lanes]
-            rp = param_memory(m, f"params{lane}", depth=self.groups, width=PARAM_ENTRY_BITS,
+            rp = param_memory(m, f"params{lane}", depth=self.groups, width=self.entry_bits,
                               init=init, write=getattr(self, "wr", None), write_index=lane)
             m.d.comb += rp.addr.eq(self.i_idx)
-            outs.append(self._lane(m, lane, rp.data, valid))
+            lane_fn = self._threshold_lane if self.n_thresholds else self._lane
+            outs.append(lane_fn(m, lane, rp.data, valid))
         m.d.comb += self.o_data.eq(Cat(*outs))
         return m
 
@@ -186,6 +227,38 @@ class RequantPipe(Component):
         sh9 = reg(9, unsigned(3), sh8[0:3], "sh9")
         r10 = reg(10, signed(49), q9 >> sh9, "r10")
         return reg(11, unsigned(8), clamp_int8(r10, self.relu, self.clamp), "out11")
+
+
+    def _threshold_lane(self, m: Module, lane: int, entry: Signal, valid: list[Signal]
+                        ) -> Signal:
+        """Bias add (stage 3), the T comparisons (4), their count (5) above ``lo`` or the
+        bipolar choice, then registers to the requantiser's latency."""
+        def reg(stage: int, shape: object, value: object, tag: str) -> Signal:
+            r = Signal(shape, name=f"l{lane}_{tag}")
+            with m.If(valid[stage - 1]):
+                m.d.sync += r.eq(value)
+            return r
+
+        t_n = self.n_thresholds
+        assert self.clamp is not None
+        lo, hi = self.clamp.lo, self.clamp.hi
+        acc1 = reg(1, signed(32), self.i_acc.word_select(lane, 32).as_signed(), "acc1")
+        acc2 = reg(2, signed(32), acc1, "acc2")
+        bias2 = reg(2, signed(32), entry[0:32].as_signed(), "bias2")
+        th2 = reg(2, unsigned(32 * t_n), entry[32:32 * (t_n + 1)], "th2")
+        s3 = reg(3, signed(32), acc2 + bias2, "s3")  # int32 wrap by truncation
+        th3 = reg(3, unsigned(32 * t_n), th2, "th3")
+        c4 = reg(4, unsigned(t_n), Cat(*(s3 >= th3.word_select(t, 32).as_signed()
+                                         for t in range(t_n))), "c4")
+        count = sum((c4[t] for t in range(1, t_n)), c4[0].as_unsigned())
+        if self.clamp.bipolar:
+            value: Value = Mux(c4.any(), hi, lo)
+        else:
+            value = count + lo
+        v = reg(5, unsigned(8), value, "v5")
+        for stage in range(6, REQUANT_LATENCY + 1):
+            v = reg(stage, unsigned(8), v, f"v{stage}")
+        return v
 
 
 class Requantiser(Component):

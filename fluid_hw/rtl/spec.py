@@ -344,6 +344,7 @@ class _MatrixMixin(StageSpec):
     weights_mode: str
     requantize: bool
     clamp: Clamp | None
+    thresholds: np.ndarray | None
 
     def _check_matrix(self) -> None:
         n = self.name
@@ -367,7 +368,15 @@ class _MatrixMixin(StageSpec):
             as_int_array(tag, "weights", w, (self.mh, self.mw), -128, 127)
         if self.bias is not None:
             as_int_array(tag, "bias", self.bias, (self.mh,), -2**31, 2**31 - 1)
-        if self.requantize:
+        if self.thresholds is not None:
+            if self.clamp is None or self.weights_mode != "const" or not self.requantize:
+                raise HardwareConfigError(f"stage {n!r}: a multi_threshold stage needs const "
+                                          "parameters (weights='const': the runtime "
+                                          "parameter load has no threshold entries) and "
+                                          "the output's rails (clamp)")
+            as_int_array(tag, "thresholds", self.thresholds,
+                         (self.mh, int(np.shape(self.thresholds)[1])), -2**31, 2**31 - 1)
+        elif self.requantize:
             if self.weights_mode == "const" and (self.multiplier is None or self.shift is None):
                 raise HardwareConfigError(f"stage {n!r}: requantisation needs 'multiplier' and "
                                           "'shift' (or requantize=False for int32 outputs)")
@@ -403,6 +412,8 @@ class _MatrixMixin(StageSpec):
                                   ff_style=ff_style)
         if self.clamp is not None:
             kw["clamp"] = self.clamp
+        if self.thresholds is not None:
+            kw["thresholds"] = self.thresholds
         if not self.runtime:
             kw["weights"] = self.matrix()
         else:
@@ -426,8 +437,11 @@ class _MatrixMixin(StageSpec):
         return self.mh // self.pe
 
     def params(self) -> dict[str, Any]:
-        return {"weights": _digest(self.matrix()), "bias": _digest(self.bias),
-                "multiplier": _digest(self.multiplier), "shift": _digest(self.shift)}
+        d = {"weights": _digest(self.matrix()), "bias": _digest(self.bias),
+             "multiplier": _digest(self.multiplier), "shift": _digest(self.shift)}
+        if self.thresholds is not None:
+            d["thresholds"] = _digest(self.thresholds)
+        return d
 
     def _matrix_structure(self) -> dict[str, Any]:
         """The part of :meth:`structure` every matrix kind has."""
@@ -435,6 +449,8 @@ class _MatrixMixin(StageSpec):
               "requantize": self.requantize}
         if self.clamp is not None:  # narrow or bipolar rails (int8 designs: no key)
             st["clamp"] = self.clamp.as_list()
+        if self.thresholds is not None:  # comparators in place of the requantiser
+            st["thresholds"] = int(np.shape(self.thresholds)[1])
         return st
 
     def weight_entries(self) -> list[list[int]]:
@@ -468,9 +484,12 @@ def matrix_kwargs(st: dict[str, Any], mh: int, weight_shape: tuple[int, ...]
     mode = st.get("mode", "const")
     arr = {**zero_params(st, mh), "weights": np.zeros(weight_shape, np.int64)} \
         if mode == "const" else {}
-    return {"relu": bool(st.get("relu")), "weights_mode": mode,
+    out = {"relu": bool(st.get("relu")), "weights_mode": mode,
             "requantize": bool(st.get("requantize", True)),
             "clamp": Clamp.from_list(st.get("clamp")), **arr}
+    if st.get("thresholds") and mode == "const":
+        out["thresholds"] = np.zeros((mh, int(st["thresholds"])), np.int64)
+    return out
 
 
 @dataclass(eq=False, kw_only=True)
@@ -489,6 +508,8 @@ class _MatrixFields(_MatrixMixin):
     requantize: bool = True
     #: the requantiser's rails when they are not int8's (narrow / bipolar outputs)
     clamp: Clamp | None = None
+    #: int32 [mh, T]: a multi_threshold in place of the requantisation (with clamp)
+    thresholds: np.ndarray | None = None
 
 
 class _PerChannel(_MatrixFields):
@@ -572,7 +593,8 @@ class MVAUSpec(_MatrixFields):
 
         return np.asarray(mvau_model(x, self._model_weights(self.matrix()), self.bias,
                                      self.multiplier if self.requantize else None,
-                                     self.shift, self.relu, self.clamp), np.int64)
+                                     self.shift, self.relu, self.clamp, self.thresholds),
+                          np.int64)
 
     def cycle_bound(self) -> int:
         return self.nf * self.sf + 64
@@ -668,7 +690,8 @@ class ConvSpec(_WindowMixin, _MatrixFields):
         return np.stack([conv2d_model(v.reshape(h, w, c), self._model_weights(self.weights),
                                       self.geometry, self.bias,
                                       self.multiplier if self.requantize else None,
-                                      self.shift, self.relu, self.clamp).reshape(-1)
+                                      self.shift, self.relu, self.clamp,
+                                      self.thresholds).reshape(-1)
                          for v in np.asarray(x)]).astype(np.int64)
 
     def cycle_bound(self) -> int:

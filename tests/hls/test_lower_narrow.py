@@ -1,8 +1,8 @@
 """Narrow precision on the FPGA path (docs/fixed_point.md): programs quantised to 1-8-bit
 weights and activations lower with their values carried in int8 lanes, each stage's
-requantiser clamping to the program's own rails (unsigned, narrow signed, bipolar), and
-the stage models equal the golden model stage by stage; int8 designs keep their
-structure; thresholds are refused with the fix."""
+requantiser clamping to the program's own rails (unsigned, narrow signed, bipolar), or
+comparing against a multi_threshold's thresholds, and the stage models equal the golden
+model stage by stage; int8 designs keep their structure."""
 
 import numpy as np
 import pytest
@@ -90,9 +90,41 @@ def test_an_int32_stage_records_its_per_channel_scales():
     check_stages(low, p, scope, feed)
 
 
-def test_thresholds_are_refused_with_the_fix():
+@pytest.mark.parametrize(("kind", "prec"), [("mlp", Precision(w=4, a=4)),
+                                           ("mlp", Precision(w=1, a=1)),
+                                           ("cnn", Precision(w=4, a=3))])
+def test_thresholds_lower_as_comparators(kind, prec):
+    """multi_threshold after a layer: the stage compares against its thresholds (a
+    parameter memory per lane) instead of requantising; same values as the golden
+    model, stage by stage."""
+    b, q, feed = _narrow(kind, prec, thresholds=True)
+    low = _lower(q, b.scope, feed, b.fetch)
+    check_stages(low, q, b.scope, feed)
+    with_th = [spec for spec in low.specs if getattr(spec, "thresholds", None) is not None]
+    assert len(with_th) == 2
+    t_n = 1 if prec.a == 1 else 2**prec.a - 1
+    assert all(spec.thresholds.shape[1] == t_n and spec.clamp is not None and
+               spec.structure()["thresholds"] == t_n for spec in with_th)
+
+
+def test_thresholds_with_runtime_weights_are_refused():
+    b, q, feed = _narrow("mlp", Precision(w=2, a=2), thresholds=True)
+    with pytest.raises(LoweringError, match="weights='const'"):
+        _lower(q, b.scope, feed, b.fetch, weights="runtime")
+
+
+def test_a_relu_after_thresholds_is_refused():
     b, q, feed = _narrow("mlp", Precision(w=4, a=4), thresholds=True)
-    with pytest.raises(LoweringError, match=r"thresholds=False"):
+    gb = q.global_block()
+    (mt,) = [op for op in gb.ops if op.type == "multi_threshold"][:1]
+    out = mt.output("Out")[0]
+    gb.create_var(name="r", shape=gb.var(out).shape, dtype=gb.var(out).dtype)
+    for op in gb.ops:  # the next layer reads the relu's output
+        if out in op.input_arg_names and op is not mt:
+            op._rename_input(out, "r")
+    idx = list(gb.ops).index(mt)
+    gb._insert_op(idx + 1, type="relu", inputs={"X": [out]}, outputs={"Out": ["r"]})
+    with pytest.raises(LoweringError, match="fold it into the thresholds"):
         _lower(q, b.scope, feed, b.fetch)
 
 

@@ -2,7 +2,8 @@
 input and the first / last layers at 8 bits, as in FINN), compiled for ``--target sim``
 and simulated in Verilator on the 360 test images: bit for bit against the golden model,
 stage by stage (the narrow values travel in int8 lanes, each requantiser clamping to
-its layer's rails)."""
+its layer's rails, or comparing against its thresholds with
+``QuantConfig(thresholds=True)``)."""
 
 from __future__ import annotations
 
@@ -35,14 +36,18 @@ def trained_mlp():
     return m, scope, xtr[:512], xte, yte
 
 
-@pytest.mark.parametrize("prec", [Precision(w=4, a=4), Precision(w=2, a=2),
-                                  Precision(w=1, a=1)], ids=["w4a4", "w2a2", "w1a1"])
-def test_narrow_digits_mlp_simulates_bit_exactly(trained_mlp, prec, tmp_path):
+@pytest.mark.parametrize(("prec", "thresholds"), [
+    (Precision(w=4, a=4), False), (Precision(w=2, a=2), False), (Precision(w=1, a=1), False),
+    (Precision(w=2, a=2), True), (Precision(w=1, a=1), True)],
+    ids=["w4a4", "w2a2", "w1a1", "w2a2-thresholds", "w1a1-thresholds"])
+def test_narrow_digits_mlp_simulates_bit_exactly(trained_mlp, prec, thresholds, tmp_path):
     m, scope, calib, xte, yte = trained_mlp
     st = compile_program(m.test_program, fluid.Scope(scope), tmp_path / "build",
                          feeds=["pixels"], fetches=[m.prediction.name], target="sim",
                          calibration={"pixels": calib}, budget=FoldingBudget(macs=32),
-                         quant_config=QuantConfig(precision=prec))
+                         quant_config=QuantConfig(precision=prec, thresholds=thresholds))
+    with_th = [spec.thresholds is not None for spec in st.lowered.specs]
+    assert with_th == [thresholds, thresholds, False]
     fmts = [(s.out_format.bits, s.out_format.kind) for s in st.lowered.stages]
     kind = "bipolar" if prec.a == 1 else "unsigned"
     assert fmts == [(prec.a, kind), (prec.a, kind), (8, "signed")]

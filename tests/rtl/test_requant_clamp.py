@@ -69,3 +69,42 @@ def test_bipolar_mvau_is_exact():
 def test_clamp_rails_must_fit_int8():
     with pytest.raises(HardwareConfigError, match="within int8"):
         Clamp(0, 255)
+
+
+@pytest.mark.parametrize(("clamp", "t_n", "attrs"), [
+    (Clamp(0, 15), 15, {"bits": 4, "signed": False}),
+    (Clamp(-2, 1), 3, {"bits": 2, "out_bias": -2}),
+    (Clamp(0, 3), 3, {"bits": 3}),  # a relu'd signed 3-bit output: [0, 3]
+    (Clamp(-1, 1, bipolar=True), 1, {"bits": 1, "bipolar": True}),
+])
+def test_threshold_lanes_count_crossings(clamp, t_n, attrs):
+    """thresholds in place of the requantisation: the amaranth pipeline, the behavioural
+    model and the golden multi_threshold kernel agree (equal thresholds, values equal to
+    a threshold, int32 ends)."""
+    rng = np.random.default_rng(t_n)
+    c, lanes = 4, 2
+    bias = rng.integers(-2**10, 2**10, c)
+    th = np.sort(rng.integers(-2**12, 2**12, (c, t_n)), axis=1)
+    th[0, :] = th[0, 0]  # all equal: crossed together
+    th[1, 0] = -2**31
+    acc = rng.integers(-2**13, 2**13, (16, c))
+    acc[0] = th[:, 0] - bias  # exactly at the first threshold
+    acc[1] = th[:, -1] - bias - 1  # just below the last
+    want = requantize_model(acc, bias, None, None, False, clamp, th)
+    gold = run_op("multi_threshold", {"X": (acc + bias).astype(np.int32),
+                                      "Thresholds": th.astype(np.int32)}, attrs)["Out"]
+    np.testing.assert_array_equal(want, gold)
+    dut = Requantiser("rq", lanes, c, bias=bias, clamp=clamp, thresholds=th)
+    beats = [pack_lanes(row[i:i + lanes], 32) for row in acc for i in range(0, c, lanes)]
+    (out,) = simulate_streams(dut, [(dut.i, beats)], [(dut.o, len(beats))], seed=3)
+    np.testing.assert_array_equal(_signed8(out, lanes).reshape(acc.shape), want)
+
+
+def test_thresholds_need_const_rails_and_no_relu():
+    th = np.zeros((2, 3), np.int64)
+    with pytest.raises(HardwareConfigError, match="thresholds need const"):
+        Requantiser("rq", 1, 2, thresholds=th)  # no rails
+    with pytest.raises(HardwareConfigError, match="thresholds need const"):
+        Requantiser("rq", 1, 2, clamp=Clamp(0, 3), thresholds=th, runtime=True)
+    with pytest.raises(HardwareConfigError, match="fold a relu"):
+        Requantiser("rq", 1, 2, clamp=Clamp(0, 3), thresholds=th, relu=True)

@@ -21,10 +21,10 @@ from ..partition import LoweringError, main_output
 from ..stage_info import INT32, FixedPoint, Values, broadcast, param_value
 from ..stages import Resources, memory_resources
 
-__all__ = ["requant_tail", "requant_format", "acc_format", "stage_clamp", "requant_arrays",
-           "matrix_arrays", "window_args", "check_weights", "fifo_storage", "tree_bits",
-           "matrix_memories", "matrix_lut", "lane_memories", "lane_resources", "lane_lut",
-           "LaneCosts"]
+__all__ = ["requant_tail", "requant_format", "threshold_format", "acc_format", "stage_clamp",
+           "requant_arrays", "matrix_arrays", "window_args", "check_weights", "fifo_storage",
+           "tree_bits", "matrix_memories", "matrix_lut", "lane_memories", "lane_resources",
+           "lane_lut", "LaneCosts"]
 
 
 def check_weights(b: Any, op: Any, name: str, wname: str) -> Any:
@@ -57,13 +57,14 @@ def requant_tail(b: Any, chain: Sequence[int], k: int, name: str
         return ([i, chain[k + 1]],
                 {"multiplier": req.input("Multiplier")[0], "shift": req.input("Shift")[0]},
                 main_output(req), relu, out_fmt, True)
+    if k + 1 < len(chain) and b.ops[chain[k + 1]].type == "multi_threshold":
+        mt = b.ops[chain[k + 1]]
+        out_fmt = threshold_format(b, mt, name)
+        return ([i, chain[k + 1]],
+                {"multiplier": None, "shift": None, "thresholds": mt.input("Thresholds")[0]},
+                main_output(mt), False, out_fmt, True)
     if k + 1 < len(chain):
         nxt = b.ops[chain[k + 1]]
-        if nxt.type == "multi_threshold":
-            raise LoweringError(
-                f"multi_threshold (-> {main_output(nxt)}) of layer {name!r}: the FPGA back "
-                "end has no threshold units yet (a later issue). Quantise with "
-                "QuantConfig(thresholds=False): a requantize gives the same integers")
         raise LoweringError(f"{op.type} {name!r} (-> {acc}) is followed by {nxt.type}, not "
                             "requantize: only the last stage may stream int32 values")
     return [i], {"multiplier": None, "shift": None}, acc, False, acc_format(op), False
@@ -71,8 +72,25 @@ def requant_tail(b: Any, chain: Sequence[int], k: int, name: str
 
 def stage_clamp(st: Any) -> Clamp | None:
     """The requantiser rails of a requantising stage whose output format is not int8's
-    (narrow or bipolar values in int8 lanes); None for int8 and int32 outputs."""
-    return st.out_format.clamp() if st.requantize else None
+    (narrow or bipolar values in int8 lanes); None for int8 and int32 outputs.  A
+    threshold stage always has its rails (its outputs count up from ``lo``)."""
+    f = st.out_format
+    if st.params.get("thresholds"):
+        return Clamp(f.lo, f.hi, f.kind == "bipolar")
+    return f.clamp() if st.requantize else None
+
+
+def threshold_format(b: Any, mt: Any, name: str) -> FixedPoint:
+    """The format a ``multi_threshold`` makes: ``[out_bias, out_bias + T]`` (bipolar:
+    -1 / +1), which must fit the int8 lanes."""
+    t = int(b.gb.var(mt.input("Thresholds")[0]).shape[-1])
+    kind = "bipolar" if mt.attr("bipolar") else "signed" if mt.attr("signed") else "unsigned"
+    lo, hi = (-1, 1) if kind == "bipolar" else (mt.attr("out_bias"), mt.attr("out_bias") + t)
+    fmt = FixedPoint(mt.attr("bits"), lo, hi, float(mt.attr("out_scale")) or None, kind)
+    if not fmt.in_int8_lanes:
+        raise LoweringError(f"multi_threshold (-> {main_output(mt)}) of layer {name!r} makes "
+                            f"values in [{lo}, {hi}]; the accelerator streams int8 lanes")
+    return fmt
 
 
 def requant_format(req: Any, relu: bool, scale: float | None) -> FixedPoint:
@@ -97,7 +115,11 @@ def requant_arrays(st: Any, values: Values, channels: int) -> dict[str, np.ndarr
     out: dict[str, np.ndarray] = {}
     if st.params.get("bias"):
         out["bias"] = param_value(values, st.params["bias"]).reshape(-1)
-    if st.requantize:
+    if st.params.get("thresholds"):
+        th = param_value(values, st.params["thresholds"])
+        th = np.asarray(th).reshape(-1, th.shape[-1])
+        out["thresholds"] = np.repeat(th, channels, axis=0) if th.shape[0] == 1 else th
+    elif st.requantize:
         for slot in ("multiplier", "shift"):
             out[slot] = broadcast(param_value(values, st.params[slot]), channels, slot, st.name)
     return out
