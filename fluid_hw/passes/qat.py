@@ -78,9 +78,9 @@ class QATConfig:
     skip: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if not 2 <= self.input_bits <= 16:
-            raise QuantizationError(f"QATConfig: input_bits={self.input_bits}: use 2 to 16 "
-                                    "(the network input is quantised signed)")
+        if self.input_bits not in (2, 3, 4, 5, 6, 7, 8, 16):
+            raise QuantizationError(f"QATConfig: input_bits={self.input_bits}: use 2 to 8 or "
+                                    "16 (the network input is quantised signed)")
         if not 0.0 <= self.moving_rate < 1.0:
             raise QuantizationError(f"QATConfig: moving_rate={self.moving_rate} must be in "
                                     "[0, 1)")
@@ -270,6 +270,13 @@ def quant_aware(program: Program, startup_program: Program,
     if not chains:
         raise QuantizationError("quant_aware: the program has no layer to quantise (mul with "
                                 "a persistable weight, conv2d, depthwise_conv2d)")
+    names = [layer_name(op.input(LAYER_OPS[op.type][1])[0]) for op in block.ops
+             if op.type in LAYER_OPS and op.input(LAYER_OPS[op.type][1]) and
+             _persistable(block, op.input(LAYER_OPS[op.type][1])[0])]
+    unknown = sorted((set(cfg.overrides) | set(cfg.skip)) - set(names))
+    if unknown:
+        raise QuantizationError(f"quant_aware: no layer named {unknown} (overrides / skip); the "
+                                f"program's layers are {names}")
     outputs = {c.out for c in chains}
     precs = [cfg.layer_precision(layer_name(c.w), k, len(chains)) for k, c in enumerate(chains)]
     kinds = [_act_kind(p, c.relu is not None) for p, c in zip(precs, chains)]

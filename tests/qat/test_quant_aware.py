@@ -129,6 +129,11 @@ def test_errors_name_the_problem_and_the_fix():
         quant_aware(m.main, m.startup)
     with pytest.raises(QuantizationError, match="no layer to quantise"):
         quant_aware(fluid.Program(), fluid.Program())
+    with pytest.raises(QuantizationError, match=r"no layer named \['fc_9'\].*'fc_0', 'fc_1'"):
+        quant_aware(models.digits_mlp().main, fluid.Program(),
+                    QATConfig(overrides={"fc_9": Precision(2, 2)}))
+    with pytest.raises(QuantizationError, match="input_bits=12"):
+        QATConfig(input_bits=12)
     with pytest.raises(QuantizationError, match="moving_rate"):
         QATConfig(moving_rate=1.0)
     # freezing before training: the scales were never observed
