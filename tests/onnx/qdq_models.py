@@ -75,8 +75,10 @@ def float_cnn(rng: np.random.Generator) -> onnx.ModelProto:
 
 
 def qdq(model: onnx.ModelProto, calib: list[np.ndarray], per_channel: bool,
-        activation: str = "int8", symmetric: bool = True) -> onnx.ModelProto:
-    """``quantize_static`` in QDQ format with int8 weights; activations int8 or uint8."""
+        activation: str = "int8", symmetric: bool = True, operators: bool = False
+        ) -> onnx.ModelProto:
+    """``quantize_static`` in QDQ format (``operators``: QOperator, the QLinear ops and
+    com.microsoft's QGemm) with int8 weights; activations int8 or uint8."""
     from onnxruntime.quantization import (
         CalibrationDataReader,
         QuantFormat,
@@ -95,7 +97,8 @@ def qdq(model: onnx.ModelProto, calib: list[np.ndarray], per_channel: bool,
     with tempfile.TemporaryDirectory() as d:
         src, dst = Path(d) / "f.onnx", Path(d) / "q.onnx"
         onnx.save(model, str(src))
-        quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ,
+        fmt = QuantFormat.QOperator if operators else QuantFormat.QDQ
+        quantize_static(str(src), str(dst), Reader(), quant_format=fmt,
                         per_channel=per_channel, activation_type=act,
                         weight_type=QuantType.QInt8,
                         extra_options={"ActivationSymmetric": symmetric})

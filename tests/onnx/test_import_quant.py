@@ -288,6 +288,26 @@ def test_quantize_static_model_imports_and_folds(net, per_channel, activation,
     assert (diff > 1e-3).mean() < 0.01
 
 
+@pytest.mark.parametrize("symmetric", [True, False], ids=["symmetric", "asymmetric"])
+@pytest.mark.parametrize("net", sorted(_NETS))
+def test_quantize_static_operator_format_imports(net, symmetric, record_property):
+    """QOperator format: QLinearConv, MaxPool and Flatten on integers, com.microsoft QGemm
+    (uint8 activations, per-channel weights) -- against onnxruntime's own kernels."""
+    build, shape = _NETS[net]
+    rng = np.random.default_rng(3)
+    calib = [rng.standard_normal((8, *shape)).astype(F32) for _ in range(4)]
+    x = rng.standard_normal((256, *shape)).astype(F32)
+    model = qdq(build(rng), calib, True, "uint8", symmetric, operators=True)
+    assert "QGemm" in {n.op_type for n in model.graph.node}
+    m = fonnx.load(model)
+    got = fluid.Executor(fluid.CPUPlace()).run(m.program, feed={m.feed_names[0]: x},
+                                               fetch_list=m.fetch_names, scope=m.scope)[0]
+    d = np.abs(got.astype(np.float64) - run_ort(model, {"x": x})[0]) / _y_scale(model)
+    record_property("differs_from_onnxruntime",
+                    f"{int((d > 1e-3).sum())} of {d.size}, max {d.max():.0f} steps")
+    assert d.max() <= 1 + 1e-3
+
+
 def test_asymmetric_activations_are_refused_naming_the_tensor():
     model, _ = _qdq_net("mlp", True, "int8", symmetric=False)
     m = fonnx.load(model)

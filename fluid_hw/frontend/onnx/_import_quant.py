@@ -1,7 +1,7 @@
 """Converters of quantised ONNX: QuantizeLinear / DequantizeLinear (QDQ models, as
 ``onnxruntime.quantization.quantize_static`` writes them), the integer-op form
-(QLinearConv, QLinearMatMul, MatMulInteger, ConvInteger, com.microsoft QLinearAdd)
-and QONNX's IntQuant (Quant) / BipolarQuant / Trunc.
+(QLinearConv, QLinearMatMul, MatMulInteger, ConvInteger, com.microsoft QGemm and
+QLinearAdd) and QONNX's IntQuant (Quant) / BipolarQuant / Trunc.
 
 Each becomes the ops of ``ir/ops/onnx_quant.py``, which compute what the ONNX
 specification computes.  ``_import_ops`` adds :data:`QUANT` to its import table; the
@@ -201,6 +201,55 @@ def _qlinear_conv(ctx: NodeCtx) -> None:
     _requant(ctx, acc, 1, 4, 6, 7, 0, 1)
 
 
+def _qgemm(ctx: NodeCtx) -> None:
+    """com.microsoft QGemm: ``alpha * (A' - a_z)(B' - b_z) + C`` (C an int32 bias at
+    scale ``alpha * a_s * b_s``), requantised to ``y_s, y_z`` when given, else float."""
+    alpha = float(ctx.attr("alpha", 1.0))
+    for i in (0, 3):
+        if ctx.rank(i) != 2:
+            ctx.fail(f"input #{i} has shape {ctx.shape(i)}; QGemm multiplies 2-D matrices")
+    a = ctx.var(0)
+    if ctx.attr("transA", 0):
+        a = ctx.emit("transpose2", {"X": a}, {"axis": [1, 0]})
+    b = ctx.const(3)
+    if ctx.attr("transB", 0):
+        if b is None:
+            ctx.fail("B (input #3) must be known at import time when transB=1")
+        bv = ctx.param(np.ascontiguousarray(b.T), "T", source=3)
+    else:
+        bv = ctx.var(3)
+    _quant_dtype(ctx, "A", ctx.dtype(0), _LOW)
+    _quant_dtype(ctx, "B", ctx.dtype(3), _LOW)
+    ins: dict[str, Any] = {"A": a, "B": bv, "AZeroPoint": ctx.var(2), "BZeroPoint": ctx.var(5)}
+    acc = ctx.emit("matmul_integer", ins)
+    if ctx.has(6):
+        if ctx.dtype(6) != np.int32:
+            ctx.fail(f"C (input #6) is {ctx.dtype(6)}; QGemm takes an int32 bias")
+        acc = ctx.emit("elementwise_add", {"X": acc, "Y": ctx.var(6)}, {"axis": -1})
+    b_s = _scale_var(ctx, 4)
+    if alpha != 1.0:
+        s = ctx.need_const(4, "b_scale with alpha != 1")
+        b_s = ctx.param((s.astype(np.float32) * np.float32(alpha)).astype(np.float32),
+                        "alpha", source=4)
+    if not ctx.has(7):  # float output: acc * (a_s * b_s * alpha)
+        a_s = ctx.need_const(1, "a_scale of a float-output QGemm").astype(np.float32)
+        bs = ctx.const(4)
+        if bs is None:
+            ctx.fail("b_scale (input #4) must be known at import time for a float output")
+        s = (a_s.reshape(()) * bs.astype(np.float32) * np.float32(alpha)).astype(np.float32)
+        scale = ctx.param(s.reshape(-1), "out_scale", source=4)
+        ctx.emit("dequantize_linear", {"X": acc, "Scale": scale},
+                 {"axis": 1 if s.size > 1 else 0}, out=0)
+        return
+    ins = {"X": acc, "AScale": _scale_var(ctx, 1), "BScale": b_s,
+           "YScale": _scale_var(ctx, 7)}
+    out_dt = ctx.dtype(8) if ctx.has(8) else ctx.dtype(0)
+    if ctx.has(8):
+        ins["YZeroPoint"] = ctx.var(8)
+    ctx.emit("requantize_linear", ins,
+             {"axis": -1, "out_dtype": _quant_dtype(ctx, "the output", out_dt, _LOW)}, out=0)
+
+
 def _qlinear_add(ctx: NodeCtx) -> None:
     """com.microsoft QLinearAdd: C = Q(DQ(A) + DQ(B)) with C's scale and zero point."""
     def dq(x: int, s: int, zp: int) -> str:
@@ -299,6 +348,7 @@ _QONNX = {
 
 #: (domain, op type) -> converter, for ops outside the default ONNX domain
 DOMAIN_IMPORTERS: dict[tuple[str, str], OpImport] = {
+    ("com.microsoft", "QGemm"): OpImport(_qgemm, "matmul_integer, requantize_linear"),
     ("com.microsoft", "QLinearAdd"): OpImport(_qlinear_add,
                                              "dequantize_linear, elementwise_add, "
                                              "quantize_linear"),
