@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from fluid_hw.rtl._lane import Clamp
+from fluid_hw.rtl import Clamp
 from fluid_hw.rtl.spec import StageSpec
 
 from ..ir.lod import LoDTensor

@@ -14,6 +14,7 @@ smallest memory kept in block RAM rather than LUTs).
 
 from ._dsp import MULT18X18D_SIM
 from ._ff import FF_STYLES, TRELLIS_FF_SIM
+from ._lane import Clamp
 from ._mem import BLOCK_ROM_BITS
 from ._util import HardwareConfigError, ceil_log2, pack_lanes, unpack_lanes
 from .axil import AXILiteModel, AXILiteRegisters, AXILiteSignature
@@ -48,7 +49,7 @@ __all__ = [
     "DepthwiseConv", "depthwise_model", "dw_weight_entries", "dwconv_latency",
     "AvgPool", "SumReduce", "avgpool_model", "TableActivation", "table_model",
     "Register", "emit_c_header", "emit_markdown", "register_map",
-    "Requantiser", "RequantPipe", "requantize_model",
+    "Clamp", "Requantiser", "RequantPipe", "requantize_model",
     "ConvSpec", "MaxPoolSpec", "MVAUSpec", "ParamSegment", "StageSpec", "design_hash",
     "hwc_order", "param_image", "param_layout",
     "CreditQueue", "Downsizer", "SkidBuffer", "StreamFIFO", "Upsizer", "WidthConverter",

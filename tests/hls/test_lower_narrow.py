@@ -11,7 +11,7 @@ import fluid_hw as fluid
 from fluid_hw.hls.partition import LoweringError
 from fluid_hw.passes import QuantConfig
 from fluid_hw.passes.precision import Precision
-from fluid_hw.rtl._lane import Clamp
+from fluid_hw.rtl import Clamp
 from tests.hls.test_lower import _lower, _quantize, check_stages
 from tests.passes._util import digits
 

@@ -5,7 +5,7 @@ behavioural model, and the model against the golden model's requantize kernel.""
 import numpy as np
 import pytest
 
-from fluid_hw.rtl._lane import Clamp
+from fluid_hw.rtl import Clamp
 from fluid_hw.rtl._util import HardwareConfigError, pack_lanes, unpack_lanes
 from fluid_hw.rtl.mvau import MVAU, mvau_model
 from fluid_hw.rtl.requant import Requantiser, requantize_model

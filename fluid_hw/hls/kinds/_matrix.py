@@ -10,8 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from fluid_hw.rtl import ceil_log2
-from fluid_hw.rtl._lane import Clamp
+from fluid_hw.rtl import Clamp, ceil_log2
 from fluid_hw.rtl.mvau import mvau_latency
 from fluid_hw.rtl.requant import PARAM_ENTRY_BITS
 from fluid_hw.rtl.stream import credit_depth
