@@ -44,7 +44,7 @@ from ..errors import FluidError, QuantizationError
 from ..ir import dtypes
 from ..ir.ops.fake_quant import grid, quantize_values, statistic, step_of
 from ..ir.ops.quant import WEIGHT_DTYPE, quantized_dtype
-from ..ir.program import Operator, Program, VarType
+from ..ir.program import Operator, Program, Variable, VarType
 from ..ir.verifier import verify_program
 from ._graph import OpSpec, add_param, fresh_name, rebuild_block, remove_unused_vars
 from .base import ParamStore, PassContext, get_value
@@ -322,18 +322,20 @@ class _Freezer:
         return self.p
 
 
-def freeze(program: Program, scope: ParamStore, *, feed_names: Sequence[str],
-           fetch_names: Sequence[str], thresholds: bool = False) -> Program:
+def freeze(program: Program, scope: ParamStore, *, feed_names: Sequence[str | Variable],
+           fetch_names: Sequence[str | Variable], thresholds: bool = False) -> Program:
     """The integer inference program of a quantisation-aware-trained ``program`` (its
-    test clone: see the module doc), pruned to ``fetch_names``.  Integer weights,
-    biases, multipliers and shifts are added to ``scope``; the input program is not
-    changed.  ``thresholds``: a layer whose output has 1 to 4 bits gets the
+    test clone, or a saved inference model of it: see the module doc), pruned to
+    ``fetch_names`` (names or variables, as ``load_inference_model`` returns them).
+    Integer weights, biases, multipliers and shifts are added to ``scope``; the input
+    program is not changed.  ``thresholds``: a layer whose output has 1 to 4 bits gets the
     ``multi_threshold`` giving the same integers as its ``requantize``
     (``QuantConfig(thresholds=True)``'s rule: compare instead of multiply)."""
-    targets = list(fetch_names)
+    targets = [t if isinstance(t, str) else t.name for t in fetch_names]
+    feeds = [f if isinstance(f, str) else f.name for f in feed_names]
     if not targets:
         raise QuantizationError("freeze needs the program's outputs: fetch_names=[...]")
-    ctx = PassContext(scope=scope, feed_names=list(feed_names), fetch_names=targets)
+    ctx = PassContext(scope=scope, feed_names=feeds, fetch_names=targets)
     pruned = PassManager(["prune"]).run(program, ctx)
     out = _Freezer(pruned, scope, targets, thresholds).run()
     try:

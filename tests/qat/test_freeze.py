@@ -108,3 +108,32 @@ def test_integer_values_are_the_fake_quantisers_integers():
     np.testing.assert_array_equal(scope.find_value(rq.input("Multiplier")[0]), [p[0] for p in mn])
     np.testing.assert_array_equal(scope.find_value(rq.input("Shift")[0]), [p[1] for p in mn])
     assert (rq.attr("bits"), rq.attr("signed"), rq.attr("relu")) == (3, False, True)
+
+
+def test_a_saved_qat_inference_model_freezes_after_loading(tmp_path):
+    """save_inference_model keeps the quantisers and their scales; the loaded model
+    freezes to the same integer program results."""
+    from tests.qat._digits import build
+
+    m, q = build(Precision(4, 4))
+    with fluid.program_guard(m.main, m.startup):
+        fluid.optimizer.SGD(learning_rate=0.05).minimize(m.loss)
+
+    def feed(i):
+        sl = slice(32 * i, 32 * i + 32)
+        return {"pixels": XTR[sl], "label": YTR[sl]}
+
+    scope = _train(m.main, m.startup, m.loss, feed, steps=10)
+    exe = fluid.Executor()
+    with fluid.scope_guard(scope):
+        fluid.io.save_inference_model(str(tmp_path / "qat"), ["pixels"], [m.prediction], exe,
+                                      main_program=q.test_program)
+    loaded_scope = fluid.Scope()
+    with fluid.scope_guard(loaded_scope):
+        prog, feeds, fetches = fluid.io.load_inference_model(str(tmp_path / "qat"), exe)
+    assert loaded_scope.find_value("pixels.scale") is not None
+    a = freeze(prog, loaded_scope, feed_names=feeds, fetch_names=fetches)
+    b = freeze(q.test_program, scope, feed_names=["pixels"], fetch_names=[m.prediction.name])
+    (pa,) = exe.run(a, feed={"pixels": XTE}, fetch_list=fetches, scope=loaded_scope)
+    (pb,) = exe.run(b, feed={"pixels": XTE}, fetch_list=[m.prediction.name], scope=scope)
+    np.testing.assert_array_equal(pa, pb)
