@@ -271,7 +271,10 @@ def _step_quantize(st: CompileState) -> str:
         raise BuildError(f"quantisation failed: {e}") from e
     st.quantized_here = True
     n = len(next(iter(calib.values())))
-    return f"int8, calibrated on {n} examples"
+    p = cfg.default_precision
+    what = "int8" if (p.w, p.a) == (8, 8) else f"w{p.w}a{p.a} (first/last layers 8-bit)" \
+        if cfg.first_last_8bit else f"w{p.w}a{p.a}"
+    return f"{what}, calibrated on {n} examples"
 
 
 def _step_lower(st: CompileState) -> str:
