@@ -41,6 +41,15 @@ integer bias               persistable ``<b>.int32``: ``round_half_even(b / (s_i
 multiplier / shift         persistable int32 ``<out>.multiplier`` / ``<out>.shift``
 =========================  ====================================================
 
+Precision (docs/fixed_point.md, "Precision"): every layer has a
+:class:`~.precision.Precision` -- ``QuantConfig.precision`` (or ``weight_bits`` /
+``activation_bits``), the first/last-layer rule, ``overrides`` by name or type -- and
+the rewrite writes it onto the program: narrow weights in int8 with ``weight_bits``,
+``weight_type`` and ``acc_bits`` on the layer, its output's ``bits`` / ``signed`` /
+``bipolar`` on the ``requantize`` (or a ``multi_threshold`` with
+``QuantConfig(thresholds=True)`` for 1-4-bit outputs).  The default config gives the
+int8 program it always gave.
+
 New persistable values are written into ``scope`` (nothing there is
 overwritten); the returned program is an ordinary verifiable, serialisable
 Program that ``io.save_inference_model`` saves from that scope.
@@ -125,7 +134,8 @@ class QuantConfig:
       when the precision is narrower (default True; an override still wins);
     * ``thresholds``: a layer whose output has 1 to 4 bits gets a ``multi_threshold``
       (compare against per-channel thresholds) instead of a ``requantize``; same integers;
-    * ``per_channel``: one weight scale per output channel (default) or one per tensor;
+    * ``per_channel``: one weight scale per output channel (default) or one per tensor
+      (with ``precision=``, its own ``per_channel`` says);
     * ``observer``: ``"max"`` or ``"percentile"`` (of |x|, ``percentile``) for activations;
     * ``exclude``: op types or output variable names to keep in float;
     * ``float_fallback``: unsupported ops inside the region become float islands
