@@ -87,7 +87,9 @@ class _Layer:
     b_dq: int | None
     relu: bool
     transpose_w: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    #: an integer-op layer (conv_integer / matmul_integer + requantize_linear): its int8
+    #: weights (fluid layout), weight scales, int32 bias or None, input scale, a name
+    pre: dict[str, Any] = field(default_factory=dict)
 
 
 def _rails(dt: np.dtype, zero: int, where: str) -> bool:
@@ -139,8 +141,7 @@ class _Folder:
         if p is None or p[1].type != "dequantize_linear":
             return None
         q = p[1].input("X")[0]
-        src = self.producer(q)
-        if src is None or src[1].type != "quantize_linear" or q not in self.tensors:
+        if q not in self.tensors:
             return None
         dq_params = self.q_params(p[1], q)
         t = self.tensors[q]
@@ -165,12 +166,25 @@ class _Folder:
 
     # -- finding the patterns ----------------------------------------------------------
     def find_tensors(self) -> None:
+        """The quantised tensors: outputs of quantize_linear, of requantize_linear (the
+        integer-op form; not folded with ``onnx_exact``), and of the integer moves of
+        one (max pool2d, reshape2, ...), each with a per-tensor constant scale and zero
+        point."""
         self.tensors: dict[str, _QTensor] = {}
-        for op in self.ops:
-            if op.type != "quantize_linear":
-                continue
-            q = op.output("Out")[0]
-            params = self.q_params(op, q)
+        self.int_moves: dict[int, str] = {}  # op index -> its input's quantised tensor
+        for i, op in enumerate(self.ops):
+            params: tuple[np.float32, int] | None = None
+            if op.type == "quantize_linear":
+                q = op.output("Out")[0]
+                params = self.q_params(op, q)
+            elif op.type == "requantize_linear" and not self.onnx_exact:
+                q = op.output("Out")[0]
+                params = self.y_params(op)
+            elif self.int_move(op) and not self.onnx_exact:
+                q = op.output("Out")[0]
+                src = self.tensors[op.input("X")[0]]
+                params = (src.scale, src.zero)
+                self.int_moves[i] = op.input("X")[0]
             if params is None:
                 continue  # a per-axis or run-time activation quantiser: left as it is
             dt = dtypes.to_numpy(self.g.var(q).dtype)  # type: ignore[union-attr]
@@ -180,6 +194,79 @@ class _Folder:
                 _rails(dt, params[1], f"quantised tensor {q!r}")
             self.tensors[q] = _QTensor(params[0], params[1], signed, q if self.onnx_exact
                                        else "")
+
+    def y_params(self, op: Operator) -> tuple[np.float32, int] | None:
+        """A requantize_linear's constant per-tensor output scale and zero point."""
+        s = self.const(op.input("YScale")[0])
+        zn = op.input("YZeroPoint") if "YZeroPoint" in op.input_names else []
+        z = self.const(zn[0]) if zn else np.zeros((), np.uint8)
+        if s is None or z is None or s.size != 1 or z.size != 1:
+            return None
+        return np.float32(s.reshape(-1)[0]), int(z.reshape(-1)[0])
+
+    def int_move(self, op: Operator) -> bool:
+        """An op that moves a quantised tensor's integers (max pool2d, reshape2, ...;
+        not relu, which is not a move of integers with a zero point)."""
+        if op.type not in (*_MOVES[1:], "pool2d") or "X" not in op.input_names or \
+                op.input("X")[0] not in getattr(self, "tensors", {}):
+            return False
+        return op.type != "pool2d" or op.attr("pooling_type") == "max"
+
+    def match_int(self, k: int) -> _Layer | None:
+        """The integer-op layer (conv_integer / matmul_integer [+ int32 bias] +
+        requantize_linear, as QLinearConv / QLinearMatMul / QGemm import) closing at
+        op ``k``."""
+        rq = self.ops[k]
+        if rq.output("Out")[0] not in self.tensors:
+            return None
+        ops, acc, b = [k], rq.input("X")[0], None
+        p = self.producer(acc)
+        if p is not None and p[1].type == "elementwise_add" and self.link(acc, k):
+            b = self.const(p[1].input("Y")[0])
+            if b is None or b.dtype != np.int32 or b.ndim != 1:
+                return None
+            ops.append(p[0])
+            acc, nxt = p[1].input("X")[0], p[0]
+            p = self.producer(acc)
+        else:
+            nxt = k
+        if p is None or not self.link(acc, nxt) or \
+                p[1].type not in ("conv_integer", "matmul_integer"):
+            return None
+        i, op = p
+        conv = op.type == "conv_integer"
+        x, w, xz, wz = (("Input", "Filter", "InputZeroPoint", "FilterZeroPoint") if conv
+                        else ("A", "B", "AZeroPoint", "BZeroPoint"))
+        x_q = op.input(x)[0]
+        wv = self.const(op.input(w)[0])
+        xzv = self.const(op.input(xz)[0]) if op.input(xz) else np.zeros(1, np.int8)
+        wzv = self.const(op.input(wz)[0]) if op.input(wz) else np.zeros(1, np.int8)
+        scales = [self.const(rq.input(n)[0]) for n in ("AScale", "BScale")]
+        if x_q not in self.tensors or wv is None or xzv is None or wzv is None or \
+                any(v is None for v in scales) or xzv.size != 1 or \
+                int(xzv.reshape(-1)[0]) != self.tensors[x_q].zero:
+            return None
+        if not conv and (wv.ndim != 2 or len(self.g.var(x_q).shape) != 2):  # type: ignore[union-attr]
+            return None
+        where = f"{op.type} (-> {op.output_arg_names[0]})"
+        shape = [-1, 1, 1, 1] if conv else [1, -1]
+        wi = wv.astype(np.int64) - (wzv.astype(np.int64).reshape(shape) if wzv.size > 1
+                                    else int(wzv.reshape(-1)[0]))
+        if wi.min() < -128 or wi.max() > 127:
+            raise QuantizationError(f"{where}: the weights minus their zero point span "
+                                    f"[{wi.min()}, {wi.max()}], outside int8")
+        channels = wi.shape[0] if conv else wi.shape[1]
+        s_x, s_w = scales
+        assert s_x is not None and s_w is not None
+        if s_x.size != 1 or s_w.size not in (1, channels):
+            return None
+        ops.append(i)
+        return _Layer(sorted(ops), "conv" if conv else "fc", op, x_q, -1, None,
+                      bool(rq.attr("relu")),
+                      pre={"w": wi.astype(np.int8), "s_w": np.broadcast_to(
+                          s_w.astype(np.float32).reshape(-1), (channels,)).copy(),
+                           "b": b, "s_x": np.float32(s_x.reshape(-1)[0]), "where": where,
+                           "w_name": op.input(w)[0]})
 
     def match(self, k: int) -> _Layer | None:
         """The layer whose closing quantize_linear is op ``k``."""
@@ -359,17 +446,23 @@ class _Folder:
             self.emit_onnx_layer(ly, q_y, items)
             return
 
-        xt = self.tensors[ly.x_q]
-        wq, s_w, where = self.weights(ly)
-        acc_scale = (np.float32(xt.scale) * s_w).astype(np.float32)
-        b = self.bias(ly, acc_scale)
-        w_name = add_param(self.block, self.scope, f"{self.ops[ly.w_dq].input('X')[0]}.fx", wq)
+        if ly.pre:  # an integer-op layer: the values its ops hold
+            wq, s_w, where = ly.pre["w"], ly.pre["s_w"], ly.pre["where"]
+            s_x, b, hint = ly.pre["s_x"], ly.pre["b"], ly.pre["w_name"]
+            acc_scale = (s_x * s_w).astype(np.float32)
+        else:
+            s_x = np.float32(self.tensors[ly.x_q].scale)
+            wq, s_w, where = self.weights(ly)
+            acc_scale = (s_x * s_w).astype(np.float32)
+            b = self.bias(ly, acc_scale)
+            hint = self.ops[ly.w_dq].input("X")[0]
+        w_name = add_param(self.block, self.scope, f"{hint}.fx", wq)
         ins: dict[str, list[str]] = {"X" if ly.kind == "fc" else "Input": [self.t_of(ly.x_q)],
                                      "W" if ly.kind == "fc" else "Filter": [w_name]}
         if b is not None:
-            ins["Bias"] = [add_param(self.block, self.scope,
-                                     f"{self.ops[ly.b_dq].input('X')[0]}.fx", b)]  # type: ignore[index]
-        attrs: dict[str, Any] = {"in_scale": float(xt.scale),
+            ins["Bias"] = [add_param(self.block, self.scope, f"{hint}.bias.fx",
+                                     b.astype(np.int32))]
+        attrs: dict[str, Any] = {"in_scale": float(s_x),
                                  "weight_scale": [float(v) for v in s_w]}
         if ly.kind == "conv":
             attrs.update({a: ly.op.attr(a) for a in _CONV_ATTR_NAMES})
@@ -406,7 +499,15 @@ class _Folder:
         layers: dict[int, _Layer] = {}
         moves: dict[int, tuple[int, str]] = {}
         for k, op in enumerate(self.ops):
-            if op.type == "quantize_linear":
+            if op.type == "requantize_linear" and not self.onnx_exact:
+                ly = self.match_int(k)
+                if ly is None:
+                    raise QuantizationError(
+                        f"requantize_linear (-> {op.output_arg_names[0]}): its layer has "
+                        "run-time weights, scales or zero points, or a per-axis input "
+                        "scale; qdq_fold needs them constant (per tensor for activations)")
+                layers[k] = ly
+            elif op.type == "quantize_linear":
                 ly = self.match(k)
                 if ly is not None:
                     layers[k] = ly
@@ -417,10 +518,13 @@ class _Folder:
         if not layers:
             return False
         used = {i for ly in layers.values() for i in ly.ops} | \
-            {i for mv in moves.values() for i in (mv[0],)}
+            {i for mv in moves.values() for i in (mv[0],)} | set(self.int_moves)
+        self.check_readers(used)
         # weight / bias dequantisers read only by folded layers disappear with them
         for ly in layers.values():
             for i in (ly.w_dq, ly.b_dq):
+                if i is not None and i < 0:
+                    continue
                 if i is not None and all(c in used for c in self.g.consumers.get(
                         self.ops[i].output("Out")[0], [])):
                     used.add(i)
@@ -428,64 +532,87 @@ class _Folder:
         for k, op in enumerate(self.ops):
             if k in layers:
                 self.emit_layer(layers[k], op.output("Out")[0], items)
+            elif k in self.int_moves:
+                self.emit_move(op, self.int_moves[k], op.output("Out")[0], items)
             elif k in moves:
                 i, x_q = moves[k]
-                mop = self.ops[i]
-                ins = {s: list(op_names) for s, op_names in
-                       ((s, mop.input(s)) for s in mop.input_names)}
-                ins["X"] = [self.t_of(x_q)]
-                outs = {s: list(mop.output(s)) for s in mop.output_names}
-                outs["Out"] = [self.t_of(op.output("Out")[0])]
-                for s, names in outs.items():
-                    if s != "Out":
-                        outs[s] = [self.new_var(f"{n}.fx", n, self.g.var(n).dtype)  # type: ignore[union-attr]
-                                   for n in names]
-                attrs = {a: v for a, v in mop.all_attrs().items() if not a.startswith("op_")}
-                if mop.type == "relu" and self.onnx_exact:  # relu in q-space: max(q, z)
-                    t = self.tensors[x_q]
-                    dt = dtypes.to_numpy(self.g.var(x_q).dtype)  # type: ignore[union-attr]
-                    z = add_param(self.block, self.scope, f"{x_q}.zero_point",
-                                  np.array([t.zero], dt))
-                    items.append(OpSpec("elementwise_max", {"X": ins["X"], "Y": [z]},
-                                        {"Out": outs["Out"]}, {"axis": -1}))
-                elif mop.type == "pool2d":
-                    attrs = {a: mop.attr(a) for a in ("ksize", "strides", "paddings",
-                                                      "global_pooling", "ceil_mode",
-                                                      "padding_algorithm", "exclusive")}
-                    attrs["pooling_type"] = "max"
-                    items.append(OpSpec("quantized_pool2d", {"X": ins["X"]}, {"Out": outs["Out"]},
-                                        attrs))
-                else:
-                    items.append(OpSpec(mop.type, ins, outs, attrs))
+                self.emit_move(self.ops[i], x_q, op.output("Out")[0], items)
             elif k in used:
                 continue
-            elif op.type == "quantize_linear" and self.onnx_exact:
-                items.append(op.desc)
-            elif op.type == "quantize_linear" and op.output("Out")[0] in self.tensors:
-                q = op.output("Out")[0]
-                t = self.tensors[q]
-                items.append(OpSpec("quantize", {"X": op.input("X")},
-                                    {"Out": [self.t_of(q)]},
-                                    {"scale": float(t.scale), "bits": 8, "signed": t.signed}))
-                if self.g.consumers.get(q) and not all(
-                        self.act_dq(self.ops[c].output("Out")[0]) == q
-                        for c in self.g.consumers[q] if self.ops[c].type == "dequantize_linear"):
-                    items.append(op.desc)  # still read as ONNX integers somewhere
-            elif op.type == "dequantize_linear" and self.act_dq(op.output("Out")[0]) is not None:
-                q = op.input("X")[0]
-                out = op.output("Out")[0]
-                readers = self.g.consumers.get(out, [])
-                if not readers or any(c not in used for c in readers) or \
-                        out in self.g.protected:
-                    items.append(op.desc if self.onnx_exact else OpSpec(
-                        "dequantize", {"X": [self.t_of(q)]}, {"Out": [out]},
-                        {"scale": float(self.tensors[q].scale)}))
             else:
-                items.append(op.desc)
+                self.emit_other(k, op, used, items)
         rebuild_block(self.block, items)
         remove_unused_vars(self.program, PassContext(self.scope,
                                                       fetch_names=sorted(self.g.protected)))
         return True
+
+    def check_readers(self, used: set[int]) -> None:
+        """Every reader of a quantised tensor that requantize_linear or an integer move
+        writes is folded (its integers are not kept in ONNX's form)."""
+        for q in self.tensors:
+            src = self.producer(q)
+            if src is None or self.ops[src[0]].type == "quantize_linear":
+                continue
+            for c in self.g.consumers.get(q, []):
+                op = self.ops[c]
+                if c in used or (op.type == "dequantize_linear" and
+                                 self.act_dq(op.output("Out")[0]) == q):
+                    continue
+                raise QuantizationError(
+                    f"{op.type} (-> {', '.join(op.output_arg_names)}) reads the quantised "
+                    f"tensor {q!r} as integers with zero point {self.tensors[q].zero}; "
+                    "qdq_fold has no fixed-point form for it (fold with "
+                    "arithmetic='onnx', or run the model as imported)")
+
+    def emit_move(self, mop: Operator, x_q: str, q_out: str, items: list[Any]) -> None:
+        """A data-moving op (or max pool2d) on ``t``."""
+        ins = {slot: list(mop.input(slot)) for slot in mop.input_names}
+        ins["X"] = [self.t_of(x_q)]
+        outs = {slot: list(mop.output(slot)) for slot in mop.output_names}
+        outs["Out"] = [self.t_of(q_out)]
+        for slot, names in outs.items():
+            if slot != "Out":
+                outs[slot] = [self.new_var(f"{n}.fx", n, self.g.var(n).dtype)  # type: ignore[union-attr]
+                              for n in names]
+        attrs = {a: v for a, v in mop.all_attrs().items() if not a.startswith("op_")}
+        if mop.type == "relu" and self.onnx_exact:  # relu in q-space: max(q, z)
+            t = self.tensors[x_q]
+            dt = dtypes.to_numpy(self.g.var(x_q).dtype)  # type: ignore[union-attr]
+            z = add_param(self.block, self.scope, f"{x_q}.zero_point", np.array([t.zero], dt))
+            items.append(OpSpec("elementwise_max", {"X": ins["X"], "Y": [z]},
+                                {"Out": outs["Out"]}, {"axis": -1}))
+        elif mop.type == "pool2d":
+            attrs = {a: mop.attr(a) for a in ("ksize", "strides", "paddings",
+                                              "global_pooling", "ceil_mode",
+                                              "padding_algorithm", "exclusive")}
+            attrs["pooling_type"] = "max"
+            items.append(OpSpec("quantized_pool2d", {"X": ins["X"]}, {"Out": outs["Out"]},
+                                attrs))
+        else:
+            items.append(OpSpec(mop.type, ins, outs, attrs))
+
+    def emit_other(self, k: int, op: Operator, used: set[int], items: list[Any]) -> None:
+        """An op outside the folded layers: the region's entries (quantize) and exits
+        (dequantize) in fixed point, everything else as it is."""
+        if op.type == "quantize_linear" and not self.onnx_exact and \
+                op.output("Out")[0] in self.tensors:
+            q = op.output("Out")[0]
+            t = self.tensors[q]
+            items.append(OpSpec("quantize", {"X": op.input("X")}, {"Out": [self.t_of(q)]},
+                                {"scale": float(t.scale), "bits": 8, "signed": t.signed}))
+            if any(c not in used and not (self.ops[c].type == "dequantize_linear" and
+                                          self.act_dq(self.ops[c].output("Out")[0]) == q)
+                   for c in self.g.consumers.get(q, [])):
+                items.append(op.desc)  # still read as ONNX integers somewhere
+        elif op.type == "dequantize_linear" and self.act_dq(op.output("Out")[0]) is not None:
+            q, out = op.input("X")[0], op.output("Out")[0]
+            readers = self.g.consumers.get(out, [])
+            if not readers or any(c not in used for c in readers) or out in self.g.protected:
+                items.append(op.desc if self.onnx_exact else OpSpec(
+                    "dequantize", {"X": [self.t_of(q)]}, {"Out": [out]},
+                    {"scale": float(self.tensors[q].scale)}))
+        else:
+            items.append(op.desc)
 
 
 @register_pass

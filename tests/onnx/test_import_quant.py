@@ -302,10 +302,25 @@ def test_quantize_static_operator_format_imports(net, symmetric, record_property
     m = fonnx.load(model)
     got = fluid.Executor(fluid.CPUPlace()).run(m.program, feed={m.feed_names[0]: x},
                                                fetch_list=m.fetch_names, scope=m.scope)[0]
-    d = np.abs(got.astype(np.float64) - run_ort(model, {"x": x})[0]) / _y_scale(model)
+    ort = run_ort(model, {"x": x})[0]
+    d = np.abs(got.astype(np.float64) - ort) / _y_scale(model)
     record_property("differs_from_onnxruntime",
                     f"{int((d > 1e-3).sum())} of {d.size}, max {d.max():.0f} steps")
     assert d.max() <= 1 + 1e-3
+    # the integer-op layers fold into fluid-hw's fixed point too (symmetric activations)
+    if not symmetric:
+        with pytest.raises(QuantizationError, match="ActivationSymmetric"):
+            fold_qdq(m.program, m.scope)
+        return
+    folded_prog = fold_qdq(m.program, m.scope)
+    kinds = [op.type for op in folded_prog.global_block().ops]
+    assert "requantize" in kinds and "requantize_linear" not in kinds
+    folded = fluid.Executor(fluid.CPUPlace()).run(
+        folded_prog, feed={m.feed_names[0]: x}, fetch_list=m.fetch_names, scope=m.scope)[0]
+    d = np.abs(folded.astype(np.float64) - ort) / _y_scale(model)
+    record_property("folded_differs_from_onnxruntime",
+                    f"{int((d > 1e-3).sum())} of {d.size}, max {d.max():.0f} steps")
+    assert d.max() <= 2 + 1e-3 and (d > 1e-3).mean() < 0.01
 
 
 def test_asymmetric_activations_are_refused_naming_the_tensor():
@@ -316,13 +331,21 @@ def test_asymmetric_activations_are_refused_naming_the_tensor():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("net", sorted(_NETS))
-def test_folded_model_compiles_and_simulates_bit_exactly(net, tmp_path):
+@pytest.mark.parametrize("net,operators", [("cnn", False), ("mlp", False), ("mlp", True)],
+                         ids=["cnn", "mlp", "mlp-qoperator"])
+def test_folded_model_compiles_and_simulates_bit_exactly(net, operators, tmp_path):
     from fluid_hw.backends.fpga import compile_program
     from fluid_hw.backends.fpga import simulate as simulate_build
     from fluid_hw.hls.folding import FoldingBudget
 
-    model, x = _qdq_net(net, True)
+    if operators:
+        build, shape = _NETS[net]
+        rng = np.random.default_rng(3)
+        calib = [rng.standard_normal((8, *shape)).astype(F32) for _ in range(4)]
+        x = rng.standard_normal((64, *shape)).astype(F32)
+        model = qdq(build(rng), calib, True, "uint8", True, operators=True)
+    else:
+        model, x = _qdq_net(net, True)
     m = fonnx.load(model)
     prog = fold_qdq(m.program, m.scope)
     feed, fetch = m.feed_names[0], m.fetch_names[0]
