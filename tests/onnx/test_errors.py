@@ -144,15 +144,15 @@ def test_every_unsupported_node_is_listed_once():
         helper.make_node("Acosh", ["r"], ["e"], name="the_acosh"),
         helper.make_node("Relu", ["e"], ["e2"], name="after_acosh"),
         helper.make_node("Det", ["e2"], ["d"], name="the_det"),
-        helper.make_node("MaxPool", ["x4"], ["p"], name="dilated_pool", kernel_shape=[2, 2],
-                         dilations=[2, 2]),
+        helper.make_node("Einsum", ["x4"], ["p"], name="ellipsis_einsum",
+                         equation="...ij->...i"),
         helper.make_node("Frobnicate", ["x"], ["f"], name="custom", domain="com.example"),
     ]
     g = helper.make_graph(
         nodes, "mixed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3]),
                          helper.make_tensor_value_info("x4", TensorProto.FLOAT, [1, 1, 6, 6])],
         [helper.make_tensor_value_info("d", TensorProto.FLOAT, []),
-         helper.make_tensor_value_info("p", TensorProto.FLOAT, [1, 1, 4, 4]),
+         helper.make_tensor_value_info("p", TensorProto.FLOAT, [1, 1, 6]),
          helper.make_tensor_value_info("f", TensorProto.FLOAT, [3, 3])])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
                                                 helper.make_opsetid("com.example", 1)])
@@ -162,7 +162,7 @@ def test_every_unsupported_node_is_listed_once():
     assert "4 node(s) cannot be converted" in msg
     assert "Acosh node 'the_acosh' (opset 17): no mapping to fluid-hw ops" in msg
     assert "Det node 'the_det' (opset 17): no mapping" in msg
-    assert "MaxPool node 'dilated_pool' (opset 17): dilations [2, 2]" in msg
+    assert "Einsum node 'ellipsis_einsum' (opset 17): equation '...ij->...i'" in msg
     assert "Frobnicate node 'custom' (domain 'com.example', opset 1)" in msg
     assert "after_acosh" not in msg and "ok_relu" not in msg
     assert "Supported ONNX ops:" in msg and "Gemm" in msg

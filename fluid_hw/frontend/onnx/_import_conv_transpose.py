@@ -80,7 +80,7 @@ def conv_transpose(ctx: NodeCtx) -> None:
     # the direct convolution's weight [C_out, C_in / g, k...], window flipped
     c_in, c_out_g = w.shape[0], w.shape[1]
     wc = w.reshape(g, c_in // g, c_out_g, *kernel).swapaxes(1, 2)
-    wc = wc.reshape(g * c_out_g, c_in // g, *kernel)[(..., *[slice(None, None, -1)] * n)]
+    wc = np.flip(wc.reshape(g * c_out_g, c_in // g, *kernel), axis=tuple(range(2, 2 + n)))
     if n == 1:
         wc = wc[:, :, None, :]
     weight = ctx.param(np.ascontiguousarray(wc), "direct", source=1)

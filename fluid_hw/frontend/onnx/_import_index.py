@@ -13,8 +13,11 @@ from ._sizes import MAX_COMPUTED_BYTES, nbytes
 I64 = np.dtype(np.int64)
 
 
-def _positions(ctx: NodeCtx, n: int, axis: int, rank: int) -> str:
+def positions(ctx: NodeCtx, n: int, axis: int, rank: int) -> str:
     """0..n-1 along ``axis`` of a rank-``rank`` tensor of 1s elsewhere (int64)."""
+    if nbytes([n], I64) > MAX_COMPUTED_BYTES:
+        ctx.fail(f"an axis of {n} positions passes the {MAX_COMPUTED_BYTES >> 20} MiB "
+                 "fluid-hw makes at import time")
     return ctx.param(np.arange(n, dtype=I64).reshape([1] * axis + [n] + [1] * (rank - axis - 1)),
                      "positions")
 
@@ -25,7 +28,10 @@ def one_hot(ctx: NodeCtx) -> None:
     depth_v = ctx.need_const(1, "depth")
     if depth_v.size != 1:
         ctx.fail(f"depth of shape {list(depth_v.shape)} must be one value")
-    depth = int(depth_v.reshape(-1)[0])
+    d = float(depth_v.reshape(-1)[0])
+    if not np.isfinite(d):
+        ctx.fail(f"depth {d} must be a finite number")
+    depth = int(d)
     if depth < 1:
         ctx.fail(f"depth {depth} must be >= 1")
     rank = ctx.rank(0) + 1
@@ -47,7 +53,7 @@ def one_hot(ctx: NodeCtx) -> None:
         idx = _cast(ctx, idx, ctx.dtype(0), I64)
     idx = _wrap_negative(ctx, idx, depth)
     idx = ctx.emit("unsqueeze2", {"X": idx}, {"axes": [axis]})
-    hit = ctx.emit("equal", {"X": idx, "Y": _positions(ctx, depth, axis, rank)},
+    hit = ctx.emit("equal", {"X": idx, "Y": positions(ctx, depth, axis, rank)},
                    {"axis": -1}, hint="hit")
     if vals is not None:
         off, on = (ctx.param(vals.reshape(-1)[k:k + 1].copy(), n)
@@ -75,7 +81,7 @@ def hardmax(ctx: NodeCtx) -> None:
                  "supported; re-export with opset >= 13")
     first = ctx.emit("arg_max", {"X": ctx.var(0)},
                      {"axis": axis, "keepdims": True, "dtype": _enum(I64)}, hint="argmax")
-    hit = ctx.emit("equal", {"X": first, "Y": _positions(ctx, xs[axis], axis, rank)},
+    hit = ctx.emit("equal", {"X": first, "Y": positions(ctx, xs[axis], axis, rank)},
                    {"axis": -1}, hint="hit")
     ctx.emit("cast", {"X": hit}, {"in_dtype": _enum(np.dtype(bool)), "out_dtype": _enum(dt)},
              out=0)

@@ -18,9 +18,9 @@ import onnx.numpy_helper
 
 from ._context import NodeCtx
 from ._import_conv_transpose import conv_transpose
-from ._import_index import eye_like, hardmax, one_hot
-from ._import_scatter import scatter_elements, scatter_nd
+from ._import_index import eye_like, hardmax, one_hot, positions
 from ._import_ops import OpImport, _cast, _enum, _norm, _squeeze_to_scalar
+from ._import_scatter import scatter_elements, scatter_nd
 from ._sizes import MAX_COMPUTED_BYTES, nbytes
 
 F32 = np.dtype(np.float32)
@@ -136,9 +136,8 @@ def _gather_elements(ctx: NodeCtx) -> None:
     if c is None or (c < 0).any():
         idx = _wrap_negative(ctx, idx, n)
     idx = ctx.emit("unsqueeze2", {"X": idx}, {"axes": [axis + 1]})
-    ar = np.arange(n, dtype=i64).reshape([1] * (axis + 1) + [n] + [1] * (r - axis - 1))
-    hit = ctx.emit("equal", {"X": idx, "Y": ctx.param(ar, "positions")}, {"axis": -1},
-                   hint="hit")
+    hit = ctx.emit("equal", {"X": idx, "Y": positions(ctx, n, axis + 1, r + 1)},
+                   {"axis": -1}, hint="hit")
     picked = ctx.emit("where", {"Condition": hit,
                                 "X": ctx.emit("unsqueeze2", {"X": data}, {"axes": [axis]}),
                                 "Y": ctx.param(np.zeros([1], ctx.dtype(0)), "zero")})
@@ -158,6 +157,9 @@ def _trilu(ctx: NodeCtx) -> None:
     if len(k) != 1:
         ctx.fail(f"k {k} must be one value")
     n, m = xs[-2:]
+    if nbytes([n, m], np.dtype(np.int64)) > MAX_COMPUTED_BYTES:
+        ctx.fail(f"a mask of {n} x {m} passes the {MAX_COMPUTED_BYTES >> 20} MiB fluid-hw "
+                 "makes at import time")
     diff = np.arange(m)[None, :] - np.arange(n)[:, None]
     mask = diff >= k[0] if int(ctx.attr("upper", 1)) else diff <= k[0]
     if mask.all():
@@ -475,6 +477,8 @@ def _resize_sizes(ctx: NodeCtx, xs: list[int]) -> tuple[list[float], list[int],
         if ctx.has(i) and v is None:
             ctx.need_const(i, what)
     roi_l = [float(v) for v in roi.reshape(-1)] if roi is not None and roi.size else None
+    if roi_l is not None and not all(math.isfinite(v) for v in roi_l):
+        ctx.fail(f"roi {roi_l} must be finite")
     sc = [float(v) for v in scales.reshape(-1)] if scales is not None and scales.size else None
     sz = [int(v) for v in sizes.reshape(-1)] if sizes is not None and sizes.size else None
     if (sc is None) == (sz is None):
@@ -513,8 +517,8 @@ def _resize_sizes(ctx: NodeCtx, xs: list[int]) -> tuple[list[float], list[int],
     factors = [1.0] * r
     for i, a in enumerate(axes):
         factors[a] = sc[i]
-    if any(f <= 0 for f in factors):
-        ctx.fail(f"scales {sc} must be > 0")
+    if not all(0 < f < math.inf for f in factors):  # NaN fails too
+        ctx.fail(f"scales {sc} must be finite and > 0")
     out = [int(f * d) if d >= 0 else -1 for f, d in zip(factors, xs)]
     return factors, out, full_roi
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from ._context import NodeCtx
 from ._import_ops import _cast, _enum, _explicit_pads, _onnx_pool_out
+from ._sizes import MAX_COMPUTED_BYTES, nbytes
 
 #: the largest window imported as taps (one slice op per cell)
 MAX_TAPS = 512
@@ -68,6 +69,10 @@ def pool_taps(ctx: NodeCtx, kind: str, n: int, kernel: list[int], strides: list[
     if any(o < 1 for o in size):
         ctx.fail(f"the window {kernel} (dilations {dilations}) does not fit the input "
                  f"{spatial} with pads {pads}")
+    # the constants made here: a cell count per output cell, an index per tap and cell
+    if nbytes(size, np.dtype(np.int64)) * (taps if ctx.wants(1) else 1) > MAX_COMPUTED_BYTES:
+        ctx.fail(f"an output of {size} cells per channel makes constants beyond the "
+                 f"{MAX_COMPUTED_BYTES >> 20} MiB fluid-hw makes at import time")
     x = source or ctx.var(0)
     x = _cast(ctx, x, src, np.dtype(np.float32)) if wrap else x
     work = np.dtype(np.float32) if wrap else src

@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from ._context import NodeCtx
+from ._import_index import positions
 from ._import_ops import _cast, _enum, _norm, _wrap_negative
 from ._sizes import MAX_COMPUTED_BYTES, nbytes
 
@@ -89,9 +90,8 @@ def scatter_elements(ctx: NodeCtx) -> None:
     idx = _wrap_negative(ctx, _cast(ctx, ctx.var(1), ctx.dtype(1), I64), n)
     # [.., J, 1, ..] against positions [1.., 1, n, 1..]: hit [.., J, n, ..]
     idx = ctx.emit("unsqueeze2", {"X": idx}, {"axes": [axis + 1]})
-    pos = np.arange(n, dtype=I64).reshape([1] * (axis + 1) + [n] + [1] * (r - axis - 1))
-    hit = ctx.emit("equal", {"X": idx, "Y": ctx.param(pos, "positions")}, {"axis": -1},
-                   hint="hit")
+    hit = ctx.emit("equal", {"X": idx, "Y": positions(ctx, n, axis + 1, r + 1)},
+                   {"axis": -1}, hint="hit")
     upd = ctx.emit("unsqueeze2", {"X": ctx.var(2)}, {"axes": [axis + 1]})
     out = _combine(ctx, ctx.var(0), hit, upd, axis, red)
     ctx.alias(0, out)
@@ -125,9 +125,8 @@ def scatter_nd(ctx: NodeCtx) -> None:
         "X": idx, "Y": ctx.param(strides, "strides")}, {"axis": -1})},
         {"dim": [len(js) - 1], "keep_dim": False}, hint="linear")
     lin = ctx.emit("reshape2", {"X": lin}, {"shape": [m, 1, 1]})
-    hit = ctx.emit("equal", {"X": lin, "Y": ctx.param(np.arange(p, dtype=I64).reshape(1, p, 1),
-                                                      "positions")},
-                   {"axis": -1}, hint="hit")  # [M, P, 1]
+    hit = ctx.emit("equal", {"X": lin, "Y": positions(ctx, p, 1, 3)}, {"axis": -1},
+                   hint="hit")  # [M, P, 1]
     upd = ctx.emit("reshape2", {"X": ctx.var(2)}, {"shape": [m, 1, rest]})
     data = ctx.emit("reshape2", {"X": ctx.var(0)}, {"shape": [p, rest]})
     out = _combine(ctx, data, hit, upd, 0, red)
