@@ -685,6 +685,8 @@ class _Quantizer:
         x = op.input("X")[0]
         xq, s = self.qvars[x]
         out = op.output("Out")[0]
+        if self.tabulated(op) or self.joinable(op) or self.concatenable(op):
+            self.check_int8_inputs(op)
         if self.tabulated(op):
             self.emit_table(op, xq, s)
             return
@@ -711,6 +713,17 @@ class _Quantizer:
         self.items.append(spec)
         self.qvars[out] = (outq, s)
         self.replaced |= set(op.output_arg_names)
+
+    def check_int8_inputs(self, op: Operator) -> None:
+        """A table, residual add or concat takes int8 values (narrow ones too), not the
+        uint8 of unsigned 8-bit activations."""
+        for x in op.input_arg_names:
+            if x in self.qvars and self.fmt_of(x) == (8, "unsigned"):
+                raise QuantizationError(
+                    f"{op.type} (-> {op.output_arg_names[0]}) reads {x!r}, unsigned 8-bit "
+                    "values (uint8), but its fixed-point form takes int8: give the layer "
+                    f"computing {x!r} a_type='signed' or at most 7 bits (QuantConfig("
+                    "overrides=...))")
 
     def emit_sum_pool(self, op: Operator, xq: str, s_in: np.float32) -> None:
         """An average pool whose window size ``d`` is the same everywhere: the int32

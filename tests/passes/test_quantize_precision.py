@@ -193,3 +193,21 @@ def test_trained_digits_mlp_at_narrow_precisions():
     assert got["w3a3"] >= acc_float - 0.03
     assert got["w2a2"] >= 0.85
     assert got["w1a1"] > 0.2  # above chance; PTQ of a ReLU net to signs is crude
+
+
+def test_unsigned_8_bit_values_into_a_table_are_refused_by_name():
+    from tests.passes.test_quantize import _layers_around
+
+    n, calib = _layers_around("sigmoid")
+    kw = {"scope": n.scope(), "executor": fluid.Executor(), "fetch_names": ["y"]}
+    cfg = QuantConfig(overrides={"h": Precision(w=8, a=8, a_type="unsigned")})
+    with pytest.raises(QuantizationError, match=r"sigmoid \(-> g\) reads 'h.int8'|reads 'h'"):
+        quantize(n.program, calib, cfg, **kw)
+    # at 7 bits the unsigned values (negatives clip to 0: what was asked) fit int8
+    cfg = QuantConfig(overrides={"h": Precision(w=8, a=7, a_type="unsigned")})
+    scope = n.scope()
+    q = quantize(n.program, calib, cfg, **{**kw, "scope": scope})
+    table = [op for op in q.global_block().ops if op.type == "quantized_table"]
+    assert len(table) == 1
+    (h,) = run(q, scope, calib[0], [table[0].input("X")[0]])
+    assert h.dtype == np.int8 and h.min() == 0 and 0 < h.max() <= 127
