@@ -842,6 +842,19 @@ def gen_scatter_elements(r: R) -> list[Case]:
     return out
 
 
+def gen_gather_nd(r: R) -> list[Case]:
+    out = []
+    for i, (ds, js, b) in enumerate((([4, 3, 2], [5, 2], 0), ([3, 4], [2, 3, 2], 0),
+                                     ([2, 3, 4], [2, 2, 1], 1), ([3, 4], [1, 2], 0))):
+        lim = np.array(ds[b:b + js[-1]])
+        idx = (r.integers(0, 1 << 20, size=js) % lim - lim * (r.random(js) < 0.3))
+        x = normal(r, ds) if i != 1 else ints(r, ds, dtype=np.int32)
+        out.append(node_case("GatherND", [F(x), (C if i == 0 else F)(idx.astype(np.int64))],
+                             {"batch_dims": b} if b else {}, opset=pick(r, (12, 13, 22)),
+                             id=f"GatherND-{i}"))
+    return out
+
+
 def gen_scatter_nd(r: R) -> list[Case]:
     out = []
     for i, red in enumerate(("none", "add", "max", "none")):
@@ -1009,7 +1022,7 @@ GENERATORS: dict[str, Callable[[R], list[Case]]] = {
     "OneHot": gen_one_hot, "Hardmax": gen_hardmax, "EyeLike": gen_eye_like,
     "LpNormalization": gen_lp_normalization, "LpPool": gen_lp_pool, "IsNaN": gen_is_nan,
     "IsInf": gen_is_inf, "Tan": gen_tan,
-    "ScatterElements": gen_scatter_elements, "ScatterND": gen_scatter_nd,
+    "ScatterElements": gen_scatter_elements, "ScatterND": gen_scatter_nd, "GatherND": gen_gather_nd,
     "CumSum": gen_cumsum, "ConstantOfShape": gen_constant_of_shape, "Range": gen_range,
     "TopK": gen_top_k, "LRN": gen_lrn, "InstanceNormalization": gen_instance_norm,
     "LayerNormalization": gen_layer_norm, "Resize": gen_resize, "Einsum": gen_einsum,

@@ -20,7 +20,7 @@ from ._context import NodeCtx
 from ._import_conv_transpose import conv_transpose
 from ._import_index import eye_like, hardmax, one_hot, positions
 from ._import_ops import OpImport, _cast, _enum, _norm, _squeeze_to_scalar
-from ._import_scatter import scatter_elements, scatter_nd
+from ._import_scatter import gather_nd, scatter_elements, scatter_nd
 from ._sizes import MAX_COMPUTED_BYTES, nbytes
 
 F32 = np.dtype(np.float32)
@@ -737,6 +737,8 @@ MORE: dict[str, OpImport] = {
     "Tan": OpImport(_tan, "sin, cos, elementwise_div"),
     "ScatterElements": OpImport(scatter_elements, "equal, where, reduce_* (unsqueeze2), "
                                 "where / elementwise ops"),
+    "GatherND": OpImport(gather_nd, "lookup_table of the linear positions (elementwise ops, "
+                         "reduce_sum, reshape2)"),
     "ScatterND": OpImport(scatter_nd, "equal, where, reduce_* (reshape2), where / "
                           "elementwise ops"),
     "ConvTranspose": OpImport(conv_transpose, "conv2d of the zero-inserted input "

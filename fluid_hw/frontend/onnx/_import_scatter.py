@@ -1,4 +1,6 @@
-"""ONNX ScatterElements and ScatterND (issue 16) as masks: each index is compared
+"""ONNX ScatterElements and ScatterND (issue 16) as masks, and GatherND as a row lookup.
+
+Scatter: each index is compared
 (``equal``) with the positions it can address, the updates are picked there
 (``where``) and reduced over the updates (``reduce_sum`` / ``reduce_prod`` /
 ``reduce_max`` / ``reduce_min``, by the node's ``reduction``), and the result replaces
@@ -15,7 +17,7 @@ import numpy as np
 
 from ._context import NodeCtx
 from ._import_index import positions
-from ._import_ops import _cast, _enum, _norm, _wrap_negative
+from ._import_ops import _cast, _enum, _norm, _squeeze_to_scalar, _wrap_negative
 from ._sizes import MAX_COMPUTED_BYTES, nbytes
 
 I64 = np.dtype(np.int64)
@@ -131,3 +133,46 @@ def scatter_nd(ctx: NodeCtx) -> None:
     data = ctx.emit("reshape2", {"X": ctx.var(0)}, {"shape": [p, rest]})
     out = _combine(ctx, data, hit, upd, 0, red)
     ctx.emit("reshape2", {"X": out}, {"shape": ds}, out=0)
+
+
+def gather_nd(ctx: NodeCtx) -> None:
+    """The data as a table of B * P rows (B: the batch dims, P: the indexed dims) and
+    each index tuple as its row (batch position * P + the tuple's linear position,
+    negative entries wrapped), looked up (``lookup_table``) and reshaped."""
+    ds, js = ctx.shape(0), ctx.shape(1)
+    b = int(ctx.attr("batch_dims", 0))
+    if any(d < 0 for d in ds + js) or not js:
+        ctx.fail(f"data {ds} and indices {js}: GatherND needs both shapes known at import "
+                 "time")
+    k = js[-1]
+    if not 0 <= b < len(js) or b + k > len(ds) or k < 1 or js[:b] != ds[:b]:
+        ctx.fail(f"data {ds}, indices {js} and batch_dims {b} do not fit: the first "
+                 f"batch_dims dims must agree and batch_dims + {k} <= the data's rank")
+    if ctx.dtype(1).kind != "i":
+        ctx.fail(f"indices are {ctx.dtype(1)}; they must be int32 or int64")
+    nb, p, rest = math.prod(ds[:b]), math.prod(ds[b:b + k]), math.prod(ds[b + k:])
+    tuples = js[:-1]
+    if nbytes([*tuples, 2], I64) > MAX_COMPUTED_BYTES:
+        ctx.fail(f"indices {js} pass the {MAX_COMPUTED_BYTES >> 20} MiB fluid-hw makes at "
+                 "import time")
+    idx = _cast(ctx, ctx.var(1), ctx.dtype(1), I64)
+    dims = np.array(ds[b:b + k], I64)
+    neg = ctx.emit("less_than", {"X": idx, "Y": ctx.param(np.zeros([1], I64), "zero")},
+                   {"axis": -1})
+    shift = ctx.emit("elementwise_mul", {"X": _cast(ctx, neg, np.dtype(bool), I64),
+                                         "Y": ctx.param(dims, "dims")}, {"axis": -1})
+    idx = ctx.emit("elementwise_add", {"X": idx, "Y": shift}, {"axis": -1}, hint="wrapped")
+    strides = np.array([math.prod(ds[b + i + 1:b + k]) for i in range(k)], I64)
+    lin = ctx.emit("reduce_sum", {"X": ctx.emit("elementwise_mul", {
+        "X": idx, "Y": ctx.param(strides, "strides")}, {"axis": -1})},
+        {"dim": [len(js) - 1], "keep_dim": True}, hint="linear")  # [tuples..., 1]
+    if b:
+        batch = np.arange(nb, dtype=I64).reshape(*ds[:b], *[1] * (len(tuples) - b), 1) * p
+        lin = ctx.emit("elementwise_add", {"X": lin, "Y": ctx.param(batch, "batch_rows")},
+                       {"axis": -1})
+    table = ctx.emit("reshape2", {"X": ctx.var(0)}, {"shape": [nb * p, rest]})
+    rows = ctx.emit("lookup_table", {"W": table, "Ids": lin})
+    shape = [*tuples, *ds[b + k:]]
+    y = ctx.emit("reshape2", {"X": rows}, {"shape": shape or [1]}, out=0 if shape else None)
+    if not shape:  # one tuple addressing one element: a scalar
+        _squeeze_to_scalar(ctx, y, 0)
