@@ -22,6 +22,7 @@ from .base import (
 )
 from .manager import Fixpoint, PassManager, PassRecord, fixpoint, inference_pipeline
 from .memory_reuse import MemoryPlan, plan_memory
+from .precision import Precision
 from .quantize import (
     QuantConfig,
     QuantizationError,
@@ -32,7 +33,7 @@ from .quantize import (
 
 __all__ = [
     "Fixpoint", "MemoryPlan", "ParamStore", "Pass", "PassContext", "PassError", "PassManager",
-    "PassRecord", "QuantConfig", "QuantizationError", "Runner", "all_passes", "fixpoint",
-    "get_pass", "inference_pipeline", "plan_memory", "quantization_report", "quantize",
+    "PassRecord", "Precision", "QuantConfig", "QuantizationError", "Runner", "all_passes",
+    "fixpoint", "get_pass", "inference_pipeline", "plan_memory", "quantization_report", "quantize",
     "quantized_region", "register_pass",
 ]
