@@ -7,7 +7,8 @@ inference program into fixed point (docs/fixed_point.md).
 
 Passes (one file each): prune, dead_code_elimination, constant_folding,
 remove_identity, reshape_transpose_cancel, fc_fuse, conv_bn_fuse, fc_bn_fuse,
-conv_elementwise_add_act_fuse, fuse_elewise_act, memory_reuse.
+conv_elementwise_add_act_fuse, fuse_elewise_act, memory_reuse; qdq_fold turns an
+imported QDQ ONNX model into fixed point with the model's own scales.
 """
 
 from .base import (

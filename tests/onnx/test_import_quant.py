@@ -347,9 +347,18 @@ def test_folded_model_compiles_and_simulates_bit_exactly(net, operators, tmp_pat
     else:
         model, x = _qdq_net(net, True)
     m = fonnx.load(model)
-    prog = fold_qdq(m.program, m.scope)
     feed, fetch = m.feed_names[0], m.fetch_names[0]
-    compile_program(prog, m.scope, tmp_path, feeds=[feed], fetches=[fetch], target="sim",
-                    budget=FoldingBudget(macs=8))
+    # the imported program as it is: compile's quantise step folds it (no calibration)
+    st = compile_program(m.program, m.scope, tmp_path, feeds=[feed], fetches=[fetch],
+                         target="sim", budget=FoldingBudget(macs=8))
+    kinds = [op.type for op in st.program.global_block().ops]
+    assert "requantize" in kinds and "quantize_linear" not in kinds
     keys = simulate_build(tmp_path, inputs={feed: x[:32]})
     assert keys["bit_exact"] is True and keys["mismatches"] == 0 and keys["inputs"] == 32
+    # and the simulated integers are those of the folded program on the CPU executor
+    folded = fold_qdq(m.program, m.scope)
+    want = fluid.Executor(fluid.CPUPlace()).run(folded, feed={feed: x[:32]},
+                                                fetch_list=[fetch], scope=m.scope)[0]
+    got = fluid.Executor(fluid.CPUPlace()).run(st.program, feed={feed: x[:32]},
+                                               fetch_list=[fetch], scope=st.scope)[0]
+    np.testing.assert_array_equal(got, want)

@@ -243,6 +243,15 @@ def _batches(data: Mapping[str, np.ndarray], size: int = 128) -> list[dict[str, 
 
 def _step_quantize(st: CompileState) -> str:
     assert st.program is not None and st.scope is not None
+    if any(op.type in ("quantize_linear", "requantize_linear")
+           for op in st.program.global_block().ops):  # an imported quantised ONNX model
+        from ...passes.qdq_fold import fold_qdq
+
+        try:
+            st.program = fold_qdq(st.program, st.scope)
+        except FluidError as e:
+            raise BuildError(f"the quantised ONNX model cannot become fixed point: {e}") from e
+        return "quantised ONNX model folded to fixed point with its own scales (qdq_fold)"
     if is_quantized(st.program):
         return "already quantised" + (" (calibration data ignored)" if st.calibration is not
                                       None else "")
