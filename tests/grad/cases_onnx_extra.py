@@ -1,5 +1,5 @@
 """Gradient-check cases for erf, hard_sigmoid, hard_swish, where, expand, cumsum,
-reduce_min and reduce_prod."""
+reduce_min, reduce_prod, elementwise_mod and elementwise_fmod."""
 
 import numpy as np
 
@@ -38,4 +38,9 @@ CASES = [
              id="reduce_prod-axis0"),
     GradCase("reduce_prod", {"X": f64(2, 3, 4)}, {"dim": [0, 2], "keep_dim": True},
              id="reduce_prod-two-axes"),
+    # operands whose quotient stays away from the integers (the jumps of mod)
+    GradCase("elementwise_mod", {"X": f64(3, 4, low=0.1, high=0.9) + np.arange(4) * 1.0,
+                                 "Y": f64(4, low=1.0, high=1.05)}, id="elementwise_mod"),
+    GradCase("elementwise_fmod", {"X": -(f64(3, 4, low=0.1, high=0.9) + 2.0),
+                                  "Y": f64(3, 4, low=1.0, high=1.05)}, id="elementwise_fmod"),
 ]

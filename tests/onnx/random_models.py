@@ -815,6 +815,23 @@ def gen_is_inf(r: R) -> list[Case]:
                                        {"detect_negative": 0, "detect_positive": 0}))]
 
 
+def gen_mod(r: R) -> list[Case]:
+    def nonzero(a: np.ndarray) -> np.ndarray:
+        return np.where(a == 0, 3, a).astype(a.dtype)
+
+    out = []
+    for i, (dt, fmod) in enumerate(((np.int32, 0), (np.int64, 1), (F32, 1), (np.int64, 0))):
+        s = shape(r, 1, 3)
+        ys = s[-1:] if i == 3 else s  # broadcast
+        if dt == F32:
+            x, y = normal(r, s) * 5, nonzero(normal(r, ys) * 3)
+        else:
+            x, y = ints(r, s, -20, 20, dt), nonzero(ints(r, ys, -6, 7, dt))
+        out.append(node_case("Mod", [F(x), F(y)], {"fmod": fmod}, opset=pick(r, (13, 22)),
+                             id=f"Mod-{np.dtype(dt).name}-fmod{fmod}"))
+    return out
+
+
 def gen_tan(r: R) -> list[Case]:
     return [node_case("Tan", [F(normal(r, shape(r)))], opset=pick(r, (7, 22)), id="Tan",
                       rtol=1e-4)]
@@ -1021,7 +1038,7 @@ GENERATORS: dict[str, Callable[[R], list[Case]]] = {
     "GatherElements": gen_gather_elements, "ConvTranspose": gen_conv_transpose, "Trilu": gen_trilu,
     "OneHot": gen_one_hot, "Hardmax": gen_hardmax, "EyeLike": gen_eye_like,
     "LpNormalization": gen_lp_normalization, "LpPool": gen_lp_pool, "IsNaN": gen_is_nan,
-    "IsInf": gen_is_inf, "Tan": gen_tan,
+    "IsInf": gen_is_inf, "Tan": gen_tan, "Mod": gen_mod,
     "ScatterElements": gen_scatter_elements, "ScatterND": gen_scatter_nd, "GatherND": gen_gather_nd,
     "CumSum": gen_cumsum, "ConstantOfShape": gen_constant_of_shape, "Range": gen_range,
     "TopK": gen_top_k, "LRN": gen_lrn, "InstanceNormalization": gen_instance_norm,

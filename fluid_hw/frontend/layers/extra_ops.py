@@ -1,7 +1,8 @@
 """Layers of the ops added for ONNX models (issue 16), with Paddle 1.5's names and
 arguments: ``erf``, ``hard_sigmoid``, ``hard_swish``, ``expand``, ``cumsum``,
-``reduce_min``, ``reduce_prod`` and the three-operand ``where`` (Paddle 2's
-``where(condition, x, y)``; Paddle 1.5's one-operand ``where`` returned indices)."""
+``reduce_min``, ``reduce_prod``, ``elementwise_mod``, ``elementwise_fmod`` and the
+three-operand ``where`` (Paddle 2's ``where(condition, x, y)``; Paddle 1.5's one-operand
+``where`` returned indices)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from collections.abc import Sequence
 
 from ...ir.program import Variable
 from ..layer_helper import LayerHelper
-from .math_ops import _reduce, _unary
+from .math_ops import _binary, _reduce, _unary
 
 __all__ = ["erf", "hard_sigmoid", "hard_swish", "expand", "cumsum", "where", "reduce_min",
-           "reduce_prod"]
+           "reduce_prod", "elementwise_mod", "elementwise_fmod"]
 
 
 def erf(x: Variable, name: str | None = None) -> Variable:
@@ -64,3 +65,17 @@ def reduce_prod(input: Variable, dim: int | Sequence[int] | None = None, keep_di
                 name: str | None = None) -> Variable:
     """Product over ``dim`` (every dim when None); reducing all without keep_dim gives [1]."""
     return _reduce("reduce_prod", input, dim, keep_dim, name)
+
+
+def elementwise_mod(x: Variable, y: Variable, axis: int = -1, act: str | None = None,
+                    name: str | None = None) -> Variable:
+    """``x mod y`` with the divisor's sign (Python's ``%``), ``elementwise_add``'s
+    broadcasting."""
+    return _binary("elementwise_mod", x, y, {"axis": axis}, act, name)
+
+
+def elementwise_fmod(x: Variable, y: Variable, axis: int = -1, act: str | None = None,
+                     name: str | None = None) -> Variable:
+    """``x mod y`` with the dividend's sign (C's ``fmod``), ``elementwise_add``'s
+    broadcasting."""
+    return _binary("elementwise_fmod", x, y, {"axis": axis}, act, name)

@@ -101,6 +101,10 @@ def _from_pair(p: Pair) -> ExportFn:
     return fn
 
 
+def _mod(ctx: ExportCtx, op: Operator) -> None:
+    _binary_node(ctx, op, "Mod", [_out(op)], fmod=int(op.type == "elementwise_fmod"))
+
+
 def _not_equal(ctx: ExportCtx, op: Operator) -> None:
     ctx.node("Not", [_binary_node(ctx, op, "Equal", None)], [_out(op)])
 
@@ -520,6 +524,8 @@ _SPECIAL: dict[str, OpExport] = {
     "reduce_mean": OpExport(_reduce("ReduceMean", 18), "ReduceMean"),
     "reduce_max": OpExport(_reduce("ReduceMax", 18), "ReduceMax"),
     "reduce_min": OpExport(_reduce("ReduceMin", 18), "ReduceMin"),
+    "elementwise_mod": OpExport(_mod, "Mod"),
+    "elementwise_fmod": OpExport(_mod, "Mod (fmod=1)"),
     "reduce_prod": OpExport(_reduce("ReduceProd", 18), "ReduceProd"),
     "mean": OpExport(_mean, "ReduceMean"),
     "lookup_table": OpExport(_lookup_table, "Squeeze, Gather"),

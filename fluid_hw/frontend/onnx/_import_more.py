@@ -399,6 +399,16 @@ def _tan(ctx: NodeCtx) -> None:
              {"axis": -1}, out=0)
 
 
+def _mod(ctx: NodeCtx) -> None:
+    """Mod (the divisor's sign) or, with fmod=1, fmod (the dividend's sign)."""
+    from ._import_ops import _binary
+
+    fmod = int(ctx.attr("fmod", 0))
+    if fmod not in (0, 1):
+        ctx.fail(f"attribute fmod={fmod}: must be 0 or 1")
+    _binary("elementwise_fmod" if fmod else "elementwise_mod")(ctx)
+
+
 def _instance_norm(ctx: NodeCtx) -> None:
     dt = _float(ctx)
     rank = ctx.rank(0)
@@ -735,6 +745,7 @@ MORE: dict[str, OpImport] = {
     "IsNaN": OpImport(_is_nan, "not_equal"),
     "IsInf": OpImport(_is_inf, "abs, equal"),
     "Tan": OpImport(_tan, "sin, cos, elementwise_div"),
+    "Mod": OpImport(_mod, "elementwise_mod, or elementwise_fmod (fmod=1)"),
     "ScatterElements": OpImport(scatter_elements, "equal, where, reduce_* (unsqueeze2), "
                                 "where / elementwise ops"),
     "GatherND": OpImport(gather_nd, "lookup_table of the linear positions (elementwise ops, "

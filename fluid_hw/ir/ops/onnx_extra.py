@@ -1,6 +1,7 @@
 """Ops that ONNX models need and no composition of other fluid ops expresses exactly,
 named and defined as in Paddle 1.5: ``erf``, ``hard_sigmoid``, ``hard_swish``,
-``where``, ``expand`` (tiling), ``cumsum``, ``reduce_min`` and ``reduce_prod``."""
+``where``, ``expand`` (tiling), ``cumsum``, ``reduce_min``, ``reduce_prod``,
+``elementwise_mod`` and ``elementwise_fmod`` (Paddle 2's remainder and fmod)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import math
 
 from .. import dtypes
 from ..registry import Attr, InferContext, Slot, define_op
+from .elementwise import _infer as _infer_elementwise
 from .math import _reduce
 
 
@@ -97,6 +99,16 @@ for _name, _what in (("reduce_min", "minimum"), ("reduce_prod", "product")):
     )(_reduce)
 
 
+for _name, _what in (("mod", "X mod Y with the divisor's sign (Python's %, numpy's mod)"),
+                     ("fmod", "X mod Y with the dividend's sign (C's fmod, numpy's fmod)")):
+    define_op(
+        f"elementwise_{_name}", ["X", "Y"], ["Out"],
+        [Attr("axis", "int", -1, doc="where Y's dims start in X's; -1 aligns to the right")],
+        doc=f"Out = {_what}, Y broadcast into X from dim `axis`; integers and floats (an "
+            "integer Y of 0 gives 0).",
+    )(_infer_elementwise)
+
+
 def _declare() -> None:
     from ..grad import define_default_grad
     from ..registry import mark_category
@@ -110,6 +122,9 @@ def _declare() -> None:
     # reduce_min routes Out@GRAD to every element equal to the minimum (as reduce_max)
     define_default_grad("reduce_min", uses=("X", "Out"))
     define_default_grad("reduce_prod", uses=("X", "Out"))
+    # dX = dOut, dY = -q * dOut with q the (floored / truncated) quotient
+    define_default_grad("elementwise_mod", uses=("X", "Y"))
+    define_default_grad("elementwise_fmod", uses=("X", "Y"))
 
 
 _declare()

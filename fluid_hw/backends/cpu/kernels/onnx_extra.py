@@ -1,5 +1,5 @@
 """Kernels of ``ir/ops/onnx_extra.py``: erf, hard_sigmoid, hard_swish, where, expand,
-cumsum, reduce_min, reduce_prod, and their gradients."""
+cumsum, reduce_min, reduce_prod, elementwise_mod / fmod, and their gradients."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import numpy as np
 from ....ir.ops.math import reduce_axes, reduce_shape
 from ..context import KernelContext
 from . import Kernel, register_kernel
+from .backward_ops import unbroadcast
+from .elementwise import broadcast_pair
 from .math import reduce_max_grad
 
 _ERF = np.frompyfunc(math.erf, 1, 1)
@@ -198,3 +200,37 @@ def _reduce_prod_grad(ctx: KernelContext) -> None:
     inv = np.argsort(rest + list(axes))
     g = np.transpose(others, inv) * d
     ctx.set_output("X@GRAD", g.astype(x.dtype, copy=False))
+
+
+def _mod(fn: Callable[..., np.ndarray]) -> Kernel:
+    def kernel(ctx: KernelContext) -> None:
+        x, lod = ctx.input_with_lod("X")
+        x, y = broadcast_pair(x, ctx.input("Y"), ctx.attrs["axis"])
+        with np.errstate(divide="ignore", invalid="ignore"):  # integer y = 0 gives 0
+            out = fn(x, y)
+        ctx.set_output("Out", np.asarray(out).astype(x.dtype, copy=False), lod=lod)
+
+    return kernel
+
+
+def _mod_grad(quotient: Callable[..., np.ndarray]) -> Kernel:
+    def kernel(ctx: KernelContext) -> None:
+        x0, y0 = ctx.input("X"), ctx.input("Y")
+        x, y = broadcast_pair(x0, y0, ctx.attrs["axis"])
+        d = ctx.input("Out@GRAD")
+        if ctx.has_output("X@GRAD"):
+            g = np.broadcast_to(d, np.broadcast_shapes(x.shape, y.shape))
+            ctx.set_output("X@GRAD", unbroadcast(g, x.shape).reshape(x0.shape)
+                           .astype(x0.dtype, copy=False))
+        if ctx.has_output("Y@GRAD"):
+            g = -quotient(x / y) * d
+            ctx.set_output("Y@GRAD", unbroadcast(g, y.shape).reshape(y0.shape)
+                           .astype(y0.dtype, copy=False))
+
+    return kernel
+
+
+register_kernel("elementwise_mod")(_mod(np.mod))
+register_kernel("elementwise_fmod")(_mod(np.fmod))
+register_kernel("elementwise_mod_grad")(_mod_grad(np.floor))
+register_kernel("elementwise_fmod_grad")(_mod_grad(np.trunc))
