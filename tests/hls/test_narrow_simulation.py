@@ -3,7 +3,7 @@ input and the first / last layers at 8 bits, as in FINN), compiled for ``--targe
 and simulated in Verilator on the 360 test images: bit for bit against the golden model,
 stage by stage (the narrow values travel in int8 lanes, each requantiser clamping to
 its layer's rails, or comparing against its thresholds with
-``QuantConfig(thresholds=True)``)."""
+``QuantConfig(thresholds=True)``); and the digits CNN at w4a3 the same way."""
 
 from __future__ import annotations
 
@@ -65,3 +65,30 @@ def test_narrow_digits_mlp_simulates_bit_exactly(trained_mlp, prec, thresholds, 
     assert acc["hardware_int8"] == acc["golden_int8"]
     hw = float((np.load(tmp_path / "build" / "outputs.npy").argmax(1) == yte[:, 0]).mean())
     assert hw == acc["hardware_int8"]
+
+
+@pytest.mark.parametrize("thresholds", [False, True], ids=["requantize", "thresholds"])
+def test_narrow_digits_cnn_simulates_bit_exactly(thresholds, tmp_path):
+    """The digits CNN (conv - batch norm - relu - max pool, twice, then fc; random
+    parameters and batch-norm statistics) at w4a3: the convolution stages clamp to
+    [0, 7] or compare against their thresholds, bit for bit in Verilator."""
+    from tests.passes._util import digits
+
+    b = digits("cnn")
+    rng = np.random.default_rng(4)
+    st = compile_program(b.program, b.scope, tmp_path / "build", feeds=["pixels"],
+                         fetches=b.fetch, target="sim",
+                         calibration={"pixels": rng.random((64, 1, 8, 8), np.float32)},
+                         budget=FoldingBudget(macs=16),
+                         quant_config=QuantConfig(precision=Precision(w=4, a=3),
+                                                  thresholds=thresholds))
+    convs = [(s, spec) for s, spec in zip(st.lowered.stages, st.lowered.specs)
+             if s.kind == "conv"]
+    assert len(convs) == 2
+    assert all((s.out_format.lo, s.out_format.hi) == (0, 7) and
+               (spec.thresholds is not None) == thresholds for s, spec in convs)
+    keys = simulate_build(tmp_path / "build",
+                          inputs={"pixels": rng.random((48, 1, 8, 8), np.float32)},
+                          debug_stages=True)
+    assert keys["bit_exact"] is True and keys["mismatches"] == 0 and keys["inputs"] == 48
+    assert keys["debug_stages"]["first_divergence"] is None
