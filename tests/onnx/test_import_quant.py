@@ -362,3 +362,37 @@ def test_folded_model_compiles_and_simulates_bit_exactly(net, operators, tmp_pat
     got = fluid.Executor(fluid.CPUPlace()).run(st.program, feed={feed: x[:32]},
                                                fetch_list=[fetch], scope=st.scope)[0]
     np.testing.assert_array_equal(got, want)
+
+
+def test_float_weights_behind_quantize_dequantize_fold_too(record_property):
+    """The form quantisation-aware training exports (PyTorch, Brevitas' QDQ): float
+    weights with their own QuantizeLinear -> DequantizeLinear, per output channel; the
+    weight's Q is evaluated at import, its DQ kept, and the layer folds."""
+    rng = np.random.default_rng(8)
+    w = rng.standard_normal((4, 2, 3, 3)).astype(F32)
+    sw = (np.abs(w).reshape(4, -1).max(1) / 127).astype(F32)
+    inits = [numpy_helper.from_array(a, n) for a, n in [
+        (w, "w"), (sw, "sw"), (np.zeros(4, I8), "zw"), (np.array(0.05, F32), "sx"),
+        (np.array(0, I8), "z8"), (np.array(0.1, F32), "sy")]]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "z8"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "z8"], ["xd"]),
+             helper.make_node("QuantizeLinear", ["w", "sw", "zw"], ["wq"], axis=0),
+             helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["wd"], axis=0),
+             helper.make_node("Conv", ["xd", "wd"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("QuantizeLinear", ["r", "sy", "z8"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "sy", "z8"], ["y"])]
+    g = helper.make_graph(
+        nodes, "qat", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 2, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 4, 6, 6])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    x = rng.standard_normal((64, 2, 6, 6)).astype(F32)
+    m = fonnx.load(model)
+    prog = fold_qdq(m.program, m.scope)
+    assert [op.type for op in prog.global_block().ops] == [
+        "quantize", "quantized_conv2d", "requantize", "dequantize"]
+    got = fluid.Executor(fluid.CPUPlace()).run(prog, feed={m.feed_names[0]: x},
+                                               fetch_list=m.fetch_names, scope=m.scope)[0]
+    d = np.abs(got.astype(np.float64) - run_ort(model, {"x": x})[0]) / 0.1
+    record_property("differs_from_onnxruntime", f"{int((d > 1e-3).sum())} of {d.size}")
+    assert d.max() <= 1 + 1e-3 and (d > 1e-3).mean() < 0.01
