@@ -92,3 +92,32 @@ def test_narrow_digits_cnn_simulates_bit_exactly(thresholds, tmp_path):
                           debug_stages=True)
     assert keys["bit_exact"] is True and keys["mismatches"] == 0 and keys["inputs"] == 48
     assert keys["debug_stages"]["first_divergence"] is None
+
+
+@pytest.mark.parametrize("thresholds", [False, True], ids=["requantize", "thresholds"])
+def test_narrow_ds_cnn_simulates_bit_exactly(thresholds, tmp_path):
+    """MLPerf Tiny's DS-CNN, scaled down (conv, depthwise conv, pointwise conv, average
+    pool, fc; random parameters) at w4a4: the depthwise stage's lanes clamp to its rails
+    or compare against its thresholds, bit for bit in Verilator."""
+    m = models.ds_cnn(filters=4, blocks=1, num_classes=4, input_shape=(11, 4))
+    scope = fluid.Scope()
+    with fluid.scope_guard(scope):
+        fluid.Executor().run(m.startup)
+    shape = tuple(m.image.shape[1:])
+    rng = np.random.default_rng(5)
+    st = compile_program(m.test_program, scope, tmp_path / "build", feeds=[m.image.name],
+                         fetches=[m.prediction.name], target="sim",
+                         calibration={m.image.name: rng.standard_normal((64, *shape),
+                                                                        np.float32)},
+                         budget=FoldingBudget(macs=8),
+                         quant_config=QuantConfig(precision=Precision(w=4, a=4),
+                                                  thresholds=thresholds))
+    kinds = [s.kind for s in st.lowered.stages]
+    assert kinds == ["conv", "dwconv", "conv", "avgpool", "mvau"]
+    dw = st.lowered.specs[1]
+    assert dw.clamp is not None and (dw.thresholds is not None) == thresholds
+    keys = simulate_build(tmp_path / "build",
+                          inputs={m.image.name: rng.standard_normal((32, *shape), np.float32)},
+                          debug_stages=True)
+    assert keys["bit_exact"] is True and keys["mismatches"] == 0 and keys["inputs"] == 32
+    assert keys["debug_stages"]["first_divergence"] is None
