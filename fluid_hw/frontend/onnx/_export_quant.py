@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...ir import dtypes
 from ._context import ExportCtx
 from ._export_ops import OpExport, _onnx_pads, _out, _x
 
@@ -59,8 +60,6 @@ def _q_linear(ctx: ExportCtx, op: Operator, onnx_op: str) -> None:
         ctx.needs(21, f"{onnx_op} with block_size")
         attrs["block_size"] = int(op.attr("block_size"))
     if onnx_op == "QuantizeLinear" and not ins[2]:
-        from ...ir import dtypes
-
         dt = dtypes.to_numpy(op.attr("out_dtype"))
         if dt != np.uint8:  # the zero point carries the output type
             shape = ctx.shape(ins[1])
@@ -108,8 +107,6 @@ def _requantize_linear(ctx: ExportCtx, op: Operator) -> None:
     if _opt(op, "YZeroPoint"):
         ins.append(_x(op, "YZeroPoint"))
     else:
-        from ...ir import dtypes
-
         ins.append(ctx.const(np.zeros((), dtypes.to_numpy(op.attr("out_dtype"))),
                              f"{out}.zero_point"))
     ctx.node("QuantizeLinear", ins, [out])

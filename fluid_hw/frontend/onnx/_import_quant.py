@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from ...ir import dtypes
+from ...ir.ops.onnx_quant import ROUNDING_MODES
 from ._context import NodeCtx
-from ._dtypes import onnx_type_name
+from ._dtypes import np_dtype_of, onnx_type_name
 from ._import_ops import (
     OpImport,
     _explicit_pads,
@@ -74,8 +75,6 @@ def _quantize_linear(ctx: NodeCtx) -> None:
     if ctx.has(2):
         out = ctx.dtype(2)
     elif want:
-        from ._dtypes import np_dtype_of
-
         got = np_dtype_of(int(want))
         if got is None:
             ctx.fail(f"output_dtype {onnx_type_name(int(want))} is a type fluid-hw tensors "
@@ -277,8 +276,6 @@ def _bits(ctx: NodeCtx, i: int, what: str) -> int:
 
 
 def _rounding(ctx: NodeCtx, default: str) -> str:
-    from ...ir.ops.onnx_quant import ROUNDING_MODES
-
     mode = str(ctx.attr("rounding_mode", default)).upper()
     if mode not in ROUNDING_MODES:
         ctx.fail(f"rounding_mode {mode!r} is not one of {list(ROUNDING_MODES)}")
