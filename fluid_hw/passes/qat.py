@@ -9,7 +9,8 @@
 Paddle's ``QuantizationTransformPass`` is the model; docs/qat.md is the guide.  Every
 *layer* -- ``mul`` with a persistable weight (what ``layers.fc`` emits), ``conv2d``,
 ``depthwise_conv2d`` -- with the ops after it that fold into its integer form (a bias
-``elementwise_add`` with a persistable 1-D ``Y``, then a ``relu``) gets:
+``elementwise_add`` with a persistable 1-D ``Y``, a ``batch_norm``, then a ``relu``)
+gets:
 
 * its weight through ``fake_channel_wise_quantize_dequantize_abs_max`` (per output
   channel: ``quant_axis`` 1 for ``mul``, 0 for convolutions) or
@@ -17,9 +18,13 @@ Paddle's ``QuantizationTransformPass`` is the model; docs/qat.md is the guide.  
 * its output (after the folded relu) through
   ``fake_quantize_dequantize_moving_average_abs_max``, ``a`` bits -- the value the
   integer program's ``requantize`` will produce;
+* a ``batch_norm`` right after the layer (before the relu) folds into it: the output
+  quantiser sits after the batch norm and relu, and ``freeze`` folds the batch norm's
+  running statistics into the integer layer;
 * its input, when no layer produced it (the network input), through the same
   moving-average op at ``QATConfig.input_bits`` (8) bits, signed: the frozen
-  program's ``quantize``.
+  program's ``quantize``.  Max pooling and layout ops (reshape2, flatten2,
+  transpose2) between two layers keep the first one's grid: no quantiser there.
 * its bias through ``fake_quantize_dequantize_bias`` (the input's and the weight's
   scales): the float program adds the bias the integer program will (on half steps
   before a bipolar output, so that the float sum never sits on the sign's boundary).
@@ -49,6 +54,7 @@ from dataclasses import dataclass, field
 from ..errors import QuantizationError
 from ..ir.ops.fake_quant import FAKE_QUANT_OPS
 from ..ir.program import Block, Operator, Program, VarType
+from ..ir.registry import op_has_category
 from .precision import Precision
 
 __all__ = ["LAYER_OPS", "QATConfig", "QATLayer", "QATProgram", "layer_name", "quant_aware"]
@@ -122,6 +128,26 @@ class QATProgram:
     layers: list[QATLayer]
 
 
+def grid_passthrough(op: Operator) -> bool:
+    """An op that keeps its input's values (so a quantised input's grid): max pooling and
+    the layout ops (reshape2, flatten2, transpose2...)."""
+    if op.type == "pool2d":
+        return op.attr("pooling_type") == "max" and not op.attr("adaptive") and \
+            op.attr("data_format") in ("NCHW", "AnyLayout")
+    return op_has_category(op.type, "layout") and len(op.input("X")) == 1
+
+
+def _grid_source(block: Block, x: str, outputs: set[str]) -> str | None:
+    """The layer output whose grid ``x`` is on (through grid passthrough ops), or None."""
+    producer = {n: op for op in block.ops for n in op.output_arg_names}
+    while x not in outputs:
+        op = producer.get(x)
+        if op is None or not grid_passthrough(op):
+            return None
+        x = op.input("X")[0]
+    return x
+
+
 def layer_name(weight: str) -> str:
     """A layer's name: its weight's prefix (``fc_0`` for ``fc_0.w_0``)."""
     return weight.split(".", 1)[0]
@@ -137,6 +163,7 @@ class _Chain:
     last: int  # index of the last folded op
     relu: int | None  # index of the folded relu
     bias: str | None = None
+    bn: bool = False  # a batch norm folds in (before the relu)
 
 
 def _consumers(block: Block, name: str) -> list[int]:
@@ -173,10 +200,17 @@ def _chains(block: Block, skip: tuple[str, ...]) -> list[_Chain]:
                     len(block._var_recursive(add.input("Y")[0]).shape) == 1:
                 cur, last, bias = add.output("Out")[0], nxt[0], add.input("Y")[0]
                 nxt = _consumers(block, cur)
+        bn = False
+        if len(nxt) == 1 and block.ops[nxt[0]].type == "batch_norm" and \
+                block.ops[nxt[0]].input("X") == [cur] and \
+                block.ops[nxt[0]].attr("data_layout") in ("NCHW", "AnyLayout"):
+            bn, last = True, nxt[0]
+            cur = block.ops[last].output("Y")[0]
+            nxt = _consumers(block, cur)
         if len(nxt) == 1 and block.ops[nxt[0]].type == "relu":
             relu = last = nxt[0]
             cur = block.ops[relu].output("Out")[0]
-        out.append(_Chain(i, op, op.input(xs)[0], w, cur, last, relu, bias))
+        out.append(_Chain(i, op, op.input(xs)[0], w, cur, last, relu, bias, bn))
     return out
 
 
@@ -282,9 +316,10 @@ def quant_aware(program: Program, startup_program: Program,
     kinds = [_act_kind(p, c.relu is not None) for p, c in zip(precs, chains)]
     # each layer's input grid: (scale variable, bits, kind)
     by_out = {c.out: k for k, c in enumerate(chains)}
-    in_grids = [(f"{chains[by_out[c.x]].out}.scale", precs[by_out[c.x]].a, kinds[by_out[c.x]])
-                if c.x in by_out else (f"{c.x}.scale", cfg.input_bits, "signed")
-                for c in chains]
+    sources = [_grid_source(block, c.x, outputs) for c in chains]
+    in_grids = [(f"{src}.scale", precs[by_out[src]].a, kinds[by_out[src]]) if src is not None
+                else (f"{c.x}.scale", cfg.input_bits, "signed")
+                for c, src in zip(chains, sources)]
     ins = _Inserter(program, startup_program, cfg)
     layers: list[QATLayer] = []
     # last layer first, and within a layer the last insertion first: the indices of
@@ -304,7 +339,7 @@ def quant_aware(program: Program, startup_program: Program,
         wq = ins.weight_quant(c.index, c.w, p, LAYER_OPS[c.op.type][3])
         op = block.ops[c.index + 1]
         op._rename_input(c.w, wq)
-        if c.x not in outputs:
+        if sources[k] is None:
             xq = ins.act_quant(c.index, c.x, c.x, cfg.input_bits, "signed")
             block.ops[c.index + 2]._rename_input(c.x, xq)
         layers.append(QATLayer(name, c.op.type, p, c.w, kind,
@@ -312,7 +347,7 @@ def quant_aware(program: Program, startup_program: Program,
     layers.reverse()
     # the biases last: their quantisers read scales that exist only now
     for k, c in enumerate(chains):
-        if c.bias is None:
+        if c.bias is None or c.bn:  # a batch norm's shift is rounded when freezing
             continue
         at = next(i for i, op in enumerate(block.ops)
                   if op.type == "elementwise_add" and op.input("Y") == [c.bias])

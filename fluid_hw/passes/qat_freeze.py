@@ -50,8 +50,8 @@ from ._graph import OpSpec, add_param, fresh_name, rebuild_block, remove_unused_
 from .base import ParamStore, PassContext, get_value
 from .manager import PassManager
 from .precision import acc_bits, int_range, requant_thresholds, weight_range
-from .qat import ACT_QUANT, LAYER_OPS
-from .quantize import _CONV_ATTR_NAMES, requant_params, round_half_even
+from .qat import ACT_QUANT, LAYER_OPS, grid_passthrough
+from .quantize import _CONV_ATTR_NAMES, _POOL_ATTR_NAMES, requant_params, round_half_even
 
 __all__ = ["freeze"]
 
@@ -90,6 +90,7 @@ class _Freezer:
         self.floated: set[str] = set()
         self.consumed: set[int] = set()
         self.half_step = False  # the current layer's bias sits on half steps
+        self.bn: Operator | None = None  # the current layer's folded batch norm
 
     # -- helpers
     def consumers(self, name: str) -> list[int]:
@@ -173,6 +174,14 @@ class _Freezer:
             if bias is not None:
                 out = add.output("Out")[0]
                 nxt = self.consumers(out)
+        self.bn = None
+        if len(nxt) == 1 and self.ops[nxt[0]].type == "batch_norm" and \
+                self.ops[nxt[0]].input("X") == [out] and \
+                self.ops[nxt[0]].attr("data_layout") in ("NCHW", "AnyLayout"):
+            self.bn = self.ops[nxt[0]]
+            self.consumed.add(nxt[0])
+            out = self.bn.output("Y")[0]
+            nxt = self.consumers(out)
         if len(nxt) == 1 and self.ops[nxt[0]].type == "relu":
             relu = True
             self.consumed.add(nxt[0])
@@ -210,6 +219,28 @@ class _Freezer:
             q = quantize_values(w, steps.reshape([1] * w.ndim), bits, kind)
         return q.astype(dtypes.to_numpy(WEIGHT_DTYPE[bits])), steps, wop
 
+    def fold_bn(self, bn: Operator, wq: np.ndarray, axis: int, acc_step: np.ndarray,
+                b: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A test-mode batch norm after a layer, folded into its integer form: ``y = acc *
+        acc_step * k + shift`` with ``k = gamma / sqrt(var + eps)``, ``shift = beta - mean
+        * k`` (+ the layer's bias * k): the weight integers keep their magnitudes (a
+        channel with k < 0 flips sign), the accumulator's step becomes ``acc_step *
+        |k|`` and the bias ``b * k + shift`` is rounded to it."""
+        gamma, beta, mean, var = (self.value(bn.input(s)[0], f"batch norm {s}")
+                                  .astype(np.float64).reshape(-1)
+                                  for s in ("Scale", "Bias", "Mean", "Variance"))
+        k = gamma / np.sqrt(var + np.float64(bn.attr("epsilon")))
+        shift = beta - mean * k + (b * k if b is not None else 0.0)
+        sign = np.where(k < 0, -1, 1)
+        shape = [1] * wq.ndim
+        shape[axis] = wq.shape[axis]
+        wq = (wq.astype(np.int64) * sign.reshape(shape)).astype(wq.dtype)
+        mag = np.abs(k)
+        zero = mag == 0  # a channel the batch norm zeroes: weights 0, output = shift
+        if zero.any():
+            wq = np.where(zero.reshape(shape), 0, wq).astype(wq.dtype)
+        return wq, acc_step * np.where(zero, 1.0, mag), shift
+
     def emit_layer(self, i: int, op: Operator) -> None:
         xs, ws, os_, axis = LAYER_OPS[op.type]
         conv = op.type != "mul"
@@ -236,9 +267,14 @@ class _Freezer:
         ins: dict[str, list[str]] = {xs if conv else "X": [xin]}
         bq_max = 0
         where = f"{op.type} (-> {fq.output('Out')[0]})"
-        if bias is not None:
-            b = self.value(bias, "the bias").astype(np.float64).reshape(-1)
-            bq = np.floor(b / acc_step) if self.half_step else round_half_even(b / acc_step)
+        b = self.value(bias, "the bias").astype(np.float64).reshape(-1) if bias is not None \
+            else None
+        if self.bn is not None:  # fold the test-mode batch norm (module doc)
+            wq, acc_step, b = self.fold_bn(self.bn, wq, axis, acc_step, b)
+            bias = bias or f"{self.bn.input('Bias')[0]}.folded"
+        if b is not None and bias is not None:
+            half = self.half_step and self.bn is None
+            bq = np.floor(b / acc_step) if half else round_half_even(b / acc_step)
             bq_max = int(np.max(np.abs(bq))) if bq.size else 0
             if bq_max >= 2**31:
                 raise QuantizationError(f"freeze: {where}: the integer bias reaches {bq_max}, "
@@ -295,6 +331,21 @@ class _Freezer:
                  "in_scale": [float(v) for v in acc_step]}))
         self.ints[out_float] = _Grid(outq, s_out, obits, okind)
 
+    def emit_passthrough(self, op: Operator) -> None:
+        """Max pooling or a layout op on a quantised value: the same op on its integers
+        (``quantized_pool2d`` for pooling), on the same grid."""
+        g = self.ints[op.input("X")[0]]
+        out = op.output("Out")[0]
+        outq = self.new_var(f"{out}.int{g.bits}", out, self.int_dtype(g.bits, g.kind))
+        if op.type == "pool2d":
+            spec = OpSpec("quantized_pool2d", {"X": [g.var]}, {"Out": [outq]},
+                          {a: op.attr(a) for a in _POOL_ATTR_NAMES})
+        else:
+            attrs = {k: v for k, v in op.all_attrs().items() if not k.startswith("op_")}
+            spec = OpSpec(op.type, {"X": [g.var]}, {"Out": [outq]}, attrs)
+        self.items.append(spec)
+        self.ints[out] = _Grid(outq, g.step, g.bits, g.kind)
+
     def run(self) -> Program:
         layers = {i for i, op in enumerate(self.ops) if self.is_layer(op)}
         if not layers:
@@ -308,6 +359,8 @@ class _Freezer:
                 self.emit_layer(i, op)
             elif op.type == ACT_QUANT:
                 self.emit_input_quant(i, op)
+            elif grid_passthrough(op) and op.input("X")[0] in self.ints:
+                self.emit_passthrough(op)
             elif op.type in WEIGHT_QUANT and all(
                     j in layers for j in self.consumers(op.output("Out")[0])):
                 continue  # taken by its layer

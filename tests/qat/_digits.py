@@ -95,3 +95,22 @@ def qat(precision: Precision) -> QATResult:
     return QATResult(q, m, scope, frozen, facc, acc, float((pi.argmax(1) == yte[:, 0]).mean()),
                      float((pi.argmax(1) == pf.argmax(1)).mean()), float(np.round(dev.max())),
                      float((np.round(dev) == 0).mean()))
+
+
+@functools.cache
+def qat_cnn(w: int = 4, a: int = 4, epochs: int = 8
+            ) -> tuple[models.Model, QATProgram, fluid.Scope, float]:
+    """The digits CNN (conv-bn-relu-pool x 2, fc) trained with QAT from scratch (Adam
+    0.003): model, QAT program, scope, fake-quantised test accuracy."""
+    xtr, xte, ytr, yte = load_digits_split(image=True)
+    m = models.digits_cnn()
+    with fluid.program_guard(m.main, m.startup):
+        q = quant_aware(m.main, m.startup, QATConfig(Precision(w, a)))
+        fluid.optimizer.Adam(learning_rate=0.003).minimize(m.loss)
+    exe, scope = fluid.Executor(), fluid.Scope()
+    with fluid.scope_guard(scope):
+        exe.run(m.startup)
+        train(exe, m.main, m.feed_names, m.loss, (xtr, ytr), epochs=epochs, batch_size=32,
+              log=None)
+        acc = evaluate(exe, q.test_program, m.feed_names, m.accuracy, (xte, yte))
+    return m, q, scope, acc

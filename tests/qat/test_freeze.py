@@ -10,7 +10,7 @@ from fluid_hw.passes.precision import Precision
 from fluid_hw.passes.qat import QATConfig, quant_aware
 from fluid_hw.passes.qat_freeze import freeze
 from fluid_hw.passes.quantize import requant_params
-from tests.qat._digits import data
+from tests.qat._digits import build, data, qat_cnn
 
 XTR, XTE, YTR, YTE = data()
 
@@ -68,8 +68,6 @@ def test_frozen_small_cnn_matches_the_fake_quantised_program():
 def test_integer_values_are_the_fake_quantisers_integers():
     """The frozen input quantiser gives exactly the fake quantiser's integers; weights,
     bias, multiplier and shift follow docs/qat.md's formulas."""
-    from tests.qat._digits import build
-
     m, q = build(Precision(3, 3))
     with fluid.program_guard(m.main, m.startup):
         fluid.optimizer.SGD(learning_rate=0.05).minimize(m.loss)
@@ -113,8 +111,6 @@ def test_integer_values_are_the_fake_quantisers_integers():
 def test_a_saved_qat_inference_model_freezes_after_loading(tmp_path):
     """save_inference_model keeps the quantisers and their scales; the loaded model
     freezes to the same integer program results."""
-    from tests.qat._digits import build
-
     m, q = build(Precision(4, 4))
     with fluid.program_guard(m.main, m.startup):
         fluid.optimizer.SGD(learning_rate=0.05).minimize(m.loss)
@@ -137,3 +133,28 @@ def test_a_saved_qat_inference_model_freezes_after_loading(tmp_path):
     (pa,) = exe.run(a, feed={"pixels": XTE}, fetch_list=fetches, scope=loaded_scope)
     (pb,) = exe.run(b, feed={"pixels": XTE}, fetch_list=[m.prediction.name], scope=scope)
     np.testing.assert_array_equal(pa, pb)
+
+
+def test_digits_cnn_with_batch_norm_freezes_all_integer():
+    """conv-bn-relu-pool x 2, fc at w4a4: the batch norms fold into the integer
+    convolutions, max pooling stays on the layers' grids, nothing float is left
+    between the input's quantize and the logits' dequantize."""
+    m, q, scope, acc = qat_cnn()
+    assert [(lay.op_type, lay.act_kind) for lay in q.layers] == [
+        ("conv2d", "unsigned"), ("conv2d", "unsigned"), ("mul", "signed")]
+    frozen = freeze(q.test_program, scope, feed_names=["pixels"],
+                    fetch_names=[m.prediction.name])
+    assert [op.type for op in frozen.global_block().ops] == [
+        "quantize", "quantized_conv2d", "requantize", "quantized_pool2d",
+        "quantized_conv2d", "requantize", "quantized_pool2d", "flatten2", "quantized_fc",
+        "requantize", "dequantize", "softmax"]
+    x = XTE.reshape(-1, 1, 8, 8)
+    exe = fluid.Executor()
+    (pf,) = exe.run(q.test_program, feed={"pixels": x, "label": YTE}, fetch_list=[m.prediction],
+                    scope=scope)
+    (pi,) = exe.run(frozen, feed={"pixels": x}, fetch_list=[m.prediction.name], scope=scope)
+    golden = (pi.argmax(1) == YTE[:, 0]).mean()
+    print(f"\ndigits CNN w4a4: QAT {acc:.4f}, golden {golden:.4f}, argmax agreement "
+          f"{(pi.argmax(1) == pf.argmax(1)).mean():.4f}")
+    assert acc >= 0.95 and golden >= 0.95
+    assert (pi.argmax(1) == pf.argmax(1)).mean() >= 0.99
