@@ -75,10 +75,11 @@ def float_cnn(rng: np.random.Generator) -> onnx.ModelProto:
 
 
 def qdq(model: onnx.ModelProto, calib: list[np.ndarray], per_channel: bool,
-        activation: str = "int8", symmetric: bool = True, operators: bool = False
-        ) -> onnx.ModelProto:
+        activation: str = "int8", symmetric: bool = True, operators: bool = False,
+        pre_process: bool = False) -> onnx.ModelProto:
     """``quantize_static`` in QDQ format (``operators``: QOperator, the QLinear ops and
-    com.microsoft's QGemm) with int8 weights; activations int8 or uint8."""
+    com.microsoft's QGemm) with int8 weights; activations int8 or uint8;
+    ``pre_process``: onnxruntime's ``quant_pre_process`` first."""
     from onnxruntime.quantization import (
         CalibrationDataReader,
         QuantFormat,
@@ -86,9 +87,11 @@ def qdq(model: onnx.ModelProto, calib: list[np.ndarray], per_channel: bool,
         quantize_static,
     )
 
+    name = model.graph.input[0].name
+
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:
-            self.it = iter([{"x": x} for x in calib])
+            self.it = iter([{name: x} for x in calib])
 
         def get_next(self) -> dict[str, np.ndarray] | None:
             return next(self.it, None)
@@ -97,6 +100,10 @@ def qdq(model: onnx.ModelProto, calib: list[np.ndarray], per_channel: bool,
     with tempfile.TemporaryDirectory() as d:
         src, dst = Path(d) / "f.onnx", Path(d) / "q.onnx"
         onnx.save(model, str(src))
+        if pre_process:  # onnxruntime's recommended step: MatMul + Add -> Gemm, BN folded
+            from onnxruntime.quantization.shape_inference import quant_pre_process
+
+            quant_pre_process(str(src), str(src), skip_symbolic_shape=True)
         fmt = QuantFormat.QOperator if operators else QuantFormat.QDQ
         quantize_static(str(src), str(dst), Reader(), quant_format=fmt,
                         per_channel=per_channel, activation_type=act,

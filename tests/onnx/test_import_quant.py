@@ -396,3 +396,45 @@ def test_float_weights_behind_quantize_dequantize_fold_too(record_property):
     d = np.abs(got.astype(np.float64) - run_ort(model, {"x": x})[0]) / 0.1
     record_property("differs_from_onnxruntime", f"{int((d > 1e-3).sum())} of {d.size}")
     assert d.max() <= 1 + 1e-3 and (d > 1e-3).mean() < 0.01
+
+
+def _fluid_exported(build):
+    """A fluid-hw digits model (initialised) exported with fluid_hw.onnx up to its logits."""
+    from fluid_hw.ir.prune import prune
+
+    m = build()
+    scope = fluid.Scope()
+    with fluid.scope_guard(scope):
+        fluid.Executor(fluid.CPUPlace(), seed=0).run(m.startup)
+    inference = prune(m.test_program, [m.image.name], [m.prediction.name])
+    logits = inference.global_block().ops[-1].input_arg_names[0]  # softmax's input
+    model = fonnx.export(inference, feed_names=[m.image.name], fetch_names=[logits],
+                         scope=scope)
+    return model, tuple(m.image.shape[1:])
+
+
+@pytest.mark.parametrize("name", ["digits_mlp", "digits_cnn"])
+def test_fluid_exported_model_quantised_by_onnxruntime_folds_whole(name, record_property):
+    """fluid-hw float model -> fluid_hw.onnx.export -> quant_pre_process + quantize_static
+    (QDQ, per channel) -> import -> qdq_fold: every layer integer, no float op left."""
+    from fluid_hw.frontend import models
+
+    model, shape = _fluid_exported(getattr(models, name))
+    rng = np.random.default_rng(1)
+    calib = [rng.random((16, *shape)).astype(F32) for _ in range(4)]
+    q = qdq(model, calib, True, pre_process=True)
+    m = fonnx.load(q)
+    prog = fold_qdq(m.program, m.scope)
+    kinds = [op.type for op in prog.global_block().ops]
+    assert kinds[0] == "quantize" and kinds[-1] == "dequantize"
+    assert not {"matmul", "conv2d", "elementwise_add", "batch_norm", "dequantize_linear",
+                "quantize_linear"} & set(kinds)
+    assert kinds.count("dequantize") == 1 and kinds.count("quantize") == 1
+    x = rng.random((64, *shape)).astype(F32)
+    got = fluid.Executor(fluid.CPUPlace()).run(prog, feed={m.feed_names[0]: x},
+                                               fetch_list=m.fetch_names, scope=m.scope)[0]
+    d = np.abs(got.astype(np.float64) - run_ort(q, {q.graph.input[0].name: x})[0]) / \
+        _y_scale(q)
+    record_property("folded_differs_from_onnxruntime",
+                    f"{int((d > 1e-3).sum())} of {d.size}, max {d.max():.0f} steps")
+    assert d.max() <= 2 + 1e-3 and (d > 1e-3).mean() < 0.05
