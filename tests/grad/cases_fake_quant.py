@@ -99,6 +99,9 @@ CASES = [
             {"X": x(5), "InScale": np.array([0.7]), "WeightScale": x(5) + 3.0},
             {"in_bit_length": 2, "in_kind": "unsigned", "weight_bit_length": 3},
             check=["X"], id="fqd_bias-identity"),
+    GradCase("fake_channel_wise_dequantize_max_abs",
+             {"X": x(3, 4), "Scales": [np.array([0.5, 1.0, 2.0]), np.array([3.0])]},
+             {"quant_bits": [4, 8]}, check=["X"], id="fake_channel_wise_dequantize_max_abs"),
     GradCase("fake_dequantize_max_abs", {"X": x(3, 4), "Scale": np.array([1.5])},
              {"max_range": 127.0}, check=["X"], id="fake_dequantize_max_abs"),
 ]

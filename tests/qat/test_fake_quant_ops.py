@@ -18,6 +18,14 @@ def _run(op_type, inputs, attrs, outputs, state=None):
     feed, scope = {}, fluid.Scope()
     ins = {}
     for slot, v in inputs.items():
+        if isinstance(v, list):  # a duplicable slot
+            ins[slot] = []
+            for i, vi in enumerate(v):
+                name = f"{slot.lower()}_{i}"
+                b.create_var(name=name, shape=list(vi.shape), dtype=vi.dtype)
+                feed[name] = vi
+                ins[slot].append(name)
+            continue
         persist = state is not None and slot in state
         name = state[slot] if persist else slot.lower()
         b.create_var(name=name, shape=list(v.shape), dtype=v.dtype, persistable=persist)
@@ -49,6 +57,21 @@ def test_abs_max_quantise_and_dequantise_follow_the_grid():
     np.testing.assert_allclose(d, qd, rtol=1e-6)
     np.testing.assert_allclose(qd, (q * np.float64(step)).astype(np.float32), rtol=0)
     assert np.abs(qd - x).max() <= step / 2 + 1e-6
+
+
+def test_channel_wise_dequantise_inverts_the_channel_wise_quantiser():
+    w = R.normal(size=(4, 2, 3, 3)).astype(np.float32)  # conv filter: channels on axis 0
+    (q, s), _ = _run("fake_channel_wise_quantize_abs_max", {"X": w}, {"bit_length": 8},
+                     ["Out", "OutScale"])
+    (d,), _ = _run("fake_channel_wise_dequantize_max_abs", {"X": q, "Scales": s},
+                   {"quant_bits": [8]}, ["Out"])
+    (qd, _), _ = _run("fake_channel_wise_quantize_dequantize_abs_max", {"X": w},
+                      {"bit_length": 8}, ["Out", "OutScale"])
+    np.testing.assert_allclose(d, qd, rtol=1e-6)
+    in_scale = np.array([2.0], np.float32)  # a layer's output: weight and input scales
+    (d2,), _ = _run("fake_channel_wise_dequantize_max_abs",
+                    {"X": q, "Scales": [s, in_scale]}, {"quant_bits": [8, 4]}, ["Out"])
+    np.testing.assert_allclose(d2, q * (s / 127).reshape(4, 1, 1, 1) * (2.0 / 7), rtol=1e-6)
 
 
 def test_rounding_is_half_to_even():

@@ -255,12 +255,45 @@ def bias_grid(bias: np.ndarray, in_scale: np.ndarray, w_scale: np.ndarray, in_bi
     return (np.floor(r) if half_step else np.rint(r)), acc
 
 
+@define_op(
+    "fake_channel_wise_dequantize_max_abs",
+    [Slot("X", doc="quantised values (float)"),
+     Slot("Scales", duplicable=True,
+          doc="the weight quantiser's OutScale [C], and optionally the input's [1]")],
+    ["Out"],
+    [Attr("quant_bits", "ints", [8], min=2, max=16,
+          doc="the widths of the Scales (max_range_i = 2^(bits_i - 1) - 1)"),
+     Attr("quant_axis", "int", 0, min=0, doc="the channel axis of X for Scales[0]")],
+    doc="Out = X * Scales[0][c] / max_range_0 (* Scales[1][0] / max_range_1): the inverse "
+    "of fake_channel_wise_quantize_abs_max (and of the input's quantiser, for a layer's "
+    "integer output).",
+)
+def _infer_channel_dequantize(ctx: InferContext) -> None:
+    check_float(ctx, "X")
+    xs = ctx.input_shape("X")
+    n = ctx.input_count("Scales")
+    bits = ctx.attr("quant_bits")
+    ctx.check(n in (1, 2) and len(bits) == n,
+              f"give one or two Scales and as many quant_bits, got {n} and {bits}")
+    axis = ctx.attr("quant_axis")
+    ctx.check(axis < len(xs), f"quant_axis {axis} is not an axis of X {xs}")
+    s0 = ctx.input_shape("Scales", 0)
+    ctx.check(len(s0) == 1 and merge_dim(s0[0], xs[axis]) is not None,
+              f"Scales[0] must have shape [{xs[axis]}] (X's axis {axis}), got {s0}")
+    if n == 2:
+        s1 = ctx.input_shape("Scales", 1)
+        ctx.check(len(s1) == 1 and merge_dim(s1[0], 1) is not None,
+                  f"Scales[1] must have shape [1], got {s1}")
+    ctx.share("X", "Out")
+
+
 #: every fake-quantise op, and the quantise-dequantise forms the QAT pass inserts
 FAKE_QUANT_OPS = (
     "fake_quantize_abs_max", "fake_quantize_dequantize_abs_max",
     "fake_channel_wise_quantize_abs_max", "fake_channel_wise_quantize_dequantize_abs_max",
     "fake_quantize_moving_average_abs_max", "fake_quantize_dequantize_moving_average_abs_max",
-    "fake_dequantize_max_abs", "fake_quantize_dequantize_bias")
+    "fake_dequantize_max_abs", "fake_quantize_dequantize_bias",
+    "fake_channel_wise_dequantize_max_abs")
 QUANT_DEQUANT_OPS = ("fake_quantize_dequantize_abs_max",
                      "fake_channel_wise_quantize_dequantize_abs_max",
                      "fake_quantize_dequantize_moving_average_abs_max")
@@ -269,12 +302,14 @@ QUANT_DEQUANT_OPS = ("fake_quantize_dequantize_abs_max",
 def _declare_grads() -> None:
     from ..grad import define_default_grad
 
-    for t in FAKE_QUANT_OPS[:-2]:
+    for t in FAKE_QUANT_OPS[:-3]:
         define_default_grad(t, uses=("X", "OutScale"), out_grads=("Out",), in_grads=("X",))
     define_default_grad("fake_dequantize_max_abs", uses=("Scale",), out_grads=("Out",),
                         in_grads=("X",))
     define_default_grad("fake_quantize_dequantize_bias", uses=(), out_grads=("Out",),
                         in_grads=("X",))
+    define_default_grad("fake_channel_wise_dequantize_max_abs", uses=("Scales",),
+                        out_grads=("Out",), in_grads=("X",))
 
 
 _declare_grads()

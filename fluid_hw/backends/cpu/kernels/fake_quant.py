@@ -161,3 +161,32 @@ def fake_quantize_dequantize_bias(ctx: KernelContext) -> None:
 def fake_quantize_dequantize_bias_grad(ctx: KernelContext) -> None:
     if ctx.has_output("X@GRAD"):
         ctx.set_output("X@GRAD", ctx.input("Out@GRAD"))
+
+
+def _channel_dequant_factor(ctx: KernelContext, x: np.ndarray) -> np.ndarray:
+    """Scales[0][c] / max_range_0 (* Scales[1][0] / max_range_1), float64, against X."""
+    a = ctx.attrs
+    scales = ctx.inputs("Scales")
+    shape = [1] * x.ndim
+    shape[a["quant_axis"]] = x.shape[a["quant_axis"]]
+    f = np.asarray(scales[0], np.float64).reshape(shape) / np.float64(
+        2 ** (a["quant_bits"][0] - 1) - 1)
+    if len(scales) > 1:
+        f = f * np.float64(np.asarray(scales[1]).reshape(-1)[0]) / np.float64(
+            2 ** (a["quant_bits"][1] - 1) - 1)
+    return f
+
+
+@register_kernel("fake_channel_wise_dequantize_max_abs")
+def fake_channel_wise_dequantize_max_abs(ctx: KernelContext) -> None:
+    x = ctx.input("X")
+    ctx.set_output("Out", (x.astype(np.float64) * _channel_dequant_factor(ctx, x))
+                   .astype(x.dtype), lod=ctx.input_lod("X") or None)
+
+
+@register_kernel("fake_channel_wise_dequantize_max_abs_grad")
+def fake_channel_wise_dequantize_max_abs_grad(ctx: KernelContext) -> None:
+    if ctx.has_output("X@GRAD"):
+        d = ctx.input("Out@GRAD")
+        ctx.set_output("X@GRAD", (d.astype(np.float64) * _channel_dequant_factor(ctx, d))
+                       .astype(d.dtype))
