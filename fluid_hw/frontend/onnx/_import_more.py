@@ -189,6 +189,8 @@ def _range(ctx: NodeCtx) -> None:
     s, lim, d = (v.reshape(-1)[0].item() for v in (start, limit, delta))
     if d == 0:
         ctx.fail("delta is 0")
+    if not all(math.isfinite(v) for v in (s, lim, d)):
+        ctx.fail(f"start {s}, limit {lim} and delta {d} must be finite")
     n = max(math.ceil((lim - s) / d), 0)
     if nbytes([n], dt) > MAX_COMPUTED_BYTES:
         ctx.fail(f"{n} elements pass the {MAX_COMPUTED_BYTES >> 20} MiB limit")
