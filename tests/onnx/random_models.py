@@ -500,6 +500,16 @@ def gen_cast(r: R) -> list[Case]:
     for to in (np.float32, np.int32, np.bool_):
         out.append(node_case("Cast", [F(xi)], {"to": helper.np_dtype_to_tensor_dtype(
             np.dtype(to))}, opset=pick(r, OPSETS), id=f"Cast-int64-to-{np.dtype(to)}"))
+    # the narrow types both ways (integers out of range wrap, as in C and onnxruntime)
+    small = np.clip(x, -100, 100)
+    for src, to in ((small, np.int16), (small, np.int8), (xi, np.int16), (xi, np.uint8),
+                    (xi, np.int8), (xi, np.float16), (xi > 0, np.float32), (xi > 0, np.int64),
+                    (xi.astype(np.uint8), np.float32), (xi.astype(np.uint8), np.int32),
+                    (xi.astype(np.int16), np.float16), (xi.astype(np.int16), np.float32),
+                    (small.astype(np.float16), np.int16), (small.astype(np.float16), np.bool_)):
+        out.append(node_case("Cast", [F(src)], {"to": helper.np_dtype_to_tensor_dtype(
+            np.dtype(to))}, opset=pick(r, (13, 19, 28)),
+            id=f"Cast-{src.dtype}-to-{np.dtype(to)}"))
     return out
 
 
