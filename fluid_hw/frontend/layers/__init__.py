@@ -1,6 +1,7 @@
 """Fluid-style layer functions: each appends ops to the current program."""
 
 from . import (
+    activation_more,
     control_flow,
     extra_ops,
     io,
@@ -11,6 +12,7 @@ from . import (
     sequence,
     tensor,
 )
+from .activation_more import *  # noqa: F403
 from .control_flow import *  # noqa: F403
 from .extra_ops import *  # noqa: F403
 from .io import *  # noqa: F403
@@ -23,4 +25,4 @@ from .tensor import *  # noqa: F403
 
 __all__ = [*io.__all__, *nn.__all__, *math_ops.__all__, *tensor.__all__,
            *control_flow.__all__, *learning_rate_scheduler.__all__, *sequence.__all__,
-           *resize.__all__, *extra_ops.__all__]
+           *resize.__all__, *extra_ops.__all__, *activation_more.__all__]

@@ -2,6 +2,7 @@
 
 from . import (  # noqa: F401
     activation,
+    activation_more,
     backward_ops,
     compare,
     control_flow,

@@ -49,6 +49,7 @@ def _load() -> None:
         _loaded = True
         from . import (  # noqa: F401
             activation,
+            activation_more,
             backward_ops,
             compare,
             control_flow,
