@@ -123,6 +123,13 @@ def _binary(op: str, int_ok: bool = True) -> Callable[[R], list[Case]]:
                 x, y = y, x
             out.append(node_case(op, [kinds[0](x), kinds[1](y)], opset=pick(r, OPSETS),
                                  id=f"{op}-{i}"))
+        # broadcast on both sides: each operand has a 1 where the other does not
+        for k, (a, b) in enumerate((([3, 1, 5], [4, 1]), ([2, 1], [1, 3]))):
+            x, y = normal(r, a), normal(r, b)
+            if op == "Div":
+                y = np.where(np.abs(y) < 0.2, F32(0.7), y)
+            out.append(node_case(op, [F(x), F(y)], opset=pick(r, OPSETS),
+                                 id=f"{op}-both-sides-{k}"))
         return out
 
     return gen
