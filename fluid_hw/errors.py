@@ -25,9 +25,11 @@ class of the project is defined here, in one hierarchy::
     │   └── BuildDirError           a build folder's file is missing, malformed or mixed
     ├── BuildLockedError            another process is writing the build folder
     ├── ClusterError                backends.cluster
-    │   └── TranspileError, WireError, LaunchError
+    │   └── TranspileError, WireError, LaunchError, MasterError
     ├── OnnxUnsupportedError        frontend.onnx: a node cannot be converted
-    └── OnnxWorkerError             frontend.onnx: the isolated checker failed
+    ├── OnnxWorkerError             frontend.onnx: the isolated checker failed
+    └── BenchError                  bench: a model, build, test set or GPU result unusable
+        └── BackendUnavailableError one back end cannot run here: the row's reason
 
 Errors name the thing that is wrong (op, variable, file) and, where there is
 one, the fix.  This module imports nothing of the project, so every unit --
@@ -75,8 +77,11 @@ __all__ = [
     "TranspileError",
     "WireError",
     "LaunchError",
+    "MasterError",
     "OnnxUnsupportedError",
     "OnnxWorkerError",
+    "BenchError",
+    "BackendUnavailableError",
 ]
 
 
@@ -247,6 +252,11 @@ class LaunchError(ClusterError):
     """``fluid-hw launch`` cannot start or finish the job."""
 
 
+class MasterError(ClusterError):
+    """The job master (``fluid-hw master``) refused a request or cannot be reached:
+    a missing or wrong token, an oversized or malformed upload, an unknown job."""
+
+
 # -- ONNX import and export ------------------------------------------------------------
 
 class OnnxUnsupportedError(FluidError):
@@ -261,6 +271,16 @@ class OnnxWorkerError(FluidError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class BenchError(FluidError):
+    """``fluid-hw bench`` could not run: a model folder, build folder, test set or GPU
+    result file that is missing or does not fit; the message names it and the fix."""
+
+
+class BackendUnavailableError(BenchError):
+    """One back end cannot run here (no GPU, no onnxruntime, a build without measured
+    cycles): ``fluid-hw bench`` shows the message as the row's reason and goes on."""
 
 
 def unknown_name(kind: str, name: str, known: Iterable[object],
