@@ -2,6 +2,7 @@
 values against the fake quantisers', and a convolutional network."""
 
 import numpy as np
+import pytest
 
 import fluid_hw as fluid
 from fluid_hw import layers
@@ -135,6 +136,7 @@ def test_a_saved_qat_inference_model_freezes_after_loading(tmp_path):
     np.testing.assert_array_equal(pa, pb)
 
 
+@pytest.mark.slow
 def test_digits_cnn_with_batch_norm_freezes_all_integer():
     """conv-bn-relu-pool x 2, fc at w4a4: the batch norms fold into the integer
     convolutions, max pooling stays on the layers' grids, nothing float is left
