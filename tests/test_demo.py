@@ -19,5 +19,11 @@ def test_demo_without_a_board(tmp_path, capsys):
     assert report["inputs"] == 360 and report["autofold"] is None
     assert (out / "loss_curve.png").stat().st_size > 0
     assert (out / "build" / "report.html").is_file()
+    # it ends with the bench table of the demo's model (quick mode)
+    assert text.rstrip().splitlines()[-1].startswith("bench: ")
+    bench = json.loads((out / "bench" / "bench.json").read_text())
+    assert bench["options"]["quick"] is True
+    assert {r["backend"] for r in bench["rows"] if r["status"] == "measured"} >= {
+        "cpu", "onnxruntime", "fpga:sim"}
     metrics = json.loads((out / "metrics.json").read_text())
     assert len(metrics["loss_per_epoch"]) == 3

@@ -189,5 +189,15 @@ def run_demo(out_dir: str, epochs: int = 30, board: str | None = "ulx3s-85f",
           f"model/{', accelerator.bit' if board else ''})")
     print(f"report: {html}")
     print(f"loss curve: {curve}")
+    print("\n== bench: the same model on the CPU, onnxruntime, the GPU and the FPGA "
+          "(quick: batches 1, 64, 1024) ==")
+    from fluid_hw.bench import BenchOptions, format_table, run_bench, write_outputs
+
+    bench = run_bench(model_dir, build, BenchOptions(quick=True, int8_model=str(qdir)),
+                      out_dir=out / "bench", progress=None)
+    paths = write_outputs(bench, out / "bench")
+    print(format_table(bench))
+    print(f"bench: {paths['html']} (full run: fluid-hw bench {model_dir} --int8 {qdir} "
+          f"--fpga {build})")
     ok = same and bool(keys.get("bit_exact"))
     return 0 if ok else 1
