@@ -1021,6 +1021,12 @@ def gen_einsum(r: R) -> list[Case]:
         node_case("Einsum", [F(a)], {"equation": "bij->jb"}, opset=13, id="Einsum-sum-perm"),
         node_case("Einsum", [F(normal(r, [3, 4])), F(normal(r, [4, 2, 5]))],
                   {"equation": "ij,jkl->ilk"}, opset=28, id="Einsum-grouped"),
+        node_case("Einsum", [F(normal(r, [2, 3, 4, 5])), F(normal(r, [2, 3, 5, 6]))],
+                  {"equation": "...ij,...jk->...ik"}, opset=13, id="Einsum-ellipsis"),
+        node_case("Einsum", [F(normal(r, [3, 4, 4]))], {"equation": "...ii->...i"}, opset=13,
+                  id="Einsum-diagonal"),
+        node_case("Einsum", [F(normal(r, [4, 4])), F(normal(r, [4, 3]))],
+                  {"equation": "ii,ij"}, opset=13, id="Einsum-trace-implicit"),
     ]
 
 

@@ -144,8 +144,8 @@ def test_every_unsupported_node_is_listed_once():
         helper.make_node("Acosh", ["r"], ["e"], name="the_acosh"),
         helper.make_node("Relu", ["e"], ["e2"], name="after_acosh"),
         helper.make_node("Det", ["e2"], ["d"], name="the_det"),
-        helper.make_node("Einsum", ["x4"], ["p"], name="ellipsis_einsum",
-                         equation="...ij->...i"),
+        helper.make_node("Einsum", ["x4"], ["p"], name="two_term_einsum",
+                         equation="...ij,jk->...i"),
         helper.make_node("Frobnicate", ["x"], ["f"], name="custom", domain="com.example"),
     ]
     g = helper.make_graph(
@@ -162,7 +162,8 @@ def test_every_unsupported_node_is_listed_once():
     assert "4 node(s) cannot be converted" in msg
     assert "Acosh node 'the_acosh' (opset 17): no mapping to fluid-hw ops" in msg
     assert "Det node 'the_det' (opset 17): no mapping" in msg
-    assert "Einsum node 'ellipsis_einsum' (opset 17): equation '...ij->...i'" in msg
+    assert ("Einsum node 'two_term_einsum' (opset 17): equation '...ij,jk->...i' has 2 "
+            "operand(s), the node 1 input(s)") in msg
     assert "Frobnicate node 'custom' (domain 'com.example', opset 1)" in msg
     assert "after_acosh" not in msg and "ok_relu" not in msg
     assert "Supported ONNX ops:" in msg and "Gemm" in msg

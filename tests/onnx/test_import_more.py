@@ -38,8 +38,9 @@ def test_integer_factor_nearest_resize_is_nearest_interp():
 
 def test_refusals_name_the_node_and_the_attribute():
     x = R.standard_normal([2, 3, 4]).astype(np.float32)
-    msg = _refusal(node_case("Einsum", [F(x)], {"equation": "...ij->...i"}, opset=13))
-    assert "Einsum node 'einsum_0'" in msg and "ellipsis" in msg
+    msg = _refusal(node_case("Einsum", [F(x), F(x), F(x)], {"equation": "aij,aij,aij->a"},
+                             opset=13))
+    assert "Einsum node 'einsum_0'" in msg and "one or two operands" in msg
     msg = _refusal(node_case("Gelu", [F(x)], {"approximate": "exact"}, opset=20))
     assert "Gelu node 'gelu_0'" in msg and "approximate='exact'" in msg
     msg = _refusal(node_case("Resize", [F(x, [None, 3, 4]), NONE,

@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 import onnx.numpy_helper
 
+from ...ir import dtypes
 from ._context import NodeCtx
 from ._import_conv_transpose import conv_transpose
 from ._import_index import eye_like, hardmax, one_hot, positions
@@ -650,29 +651,87 @@ def _resize(ctx: NodeCtx) -> None:
 
 # -- Einsum ---------------------------------------------------------------------------------
 
-def _einsum(ctx: NodeCtx) -> None:
-    """One or two operands whose letters each appear once per operand: transposes,
-    sums (reduce_sum) and one batched matmul."""
-    eq = str(ctx.attr("equation", "")).replace(" ", "")
-    if "..." in eq:
-        ctx.fail(f"equation {eq!r}: ellipsis is not supported")
+def _einsum_terms(ctx: NodeCtx, eq: str) -> tuple[list[str], str]:
+    """The operands' letters and the output's, with each ellipsis spelled out as upper-case
+    letters (right-aligned: the last dims an ellipsis covers share letters across the
+    operands) and an implicit output made explicit."""
     lhs, arrow, rhs = eq.partition("->")
     terms = lhs.split(",")
-    if not arrow:  # implicit output: the letters used once, in alphabetical order
-        rhs = "".join(sorted(c for c in set(lhs) - {","} if lhs.count(c) == 1))
-    if len(terms) != ctx.count() or len(terms) not in (1, 2):
+    if len(terms) != ctx.count():
+        ctx.fail(f"equation {eq!r} has {len(terms)} operand(s), the node {ctx.count()} "
+                 "input(s)")
+    if len(terms) not in (1, 2):
         ctx.fail(f"equation {eq!r}: fluid-hw takes one or two operands")
+    spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in eq]
+    width = 0
     for k, t in enumerate(terms):
-        if len(set(t)) != len(t) or len(t) != ctx.rank(k):
-            ctx.fail(f"equation {eq!r}: operand {k} {t!r} repeats a letter or does not "
-                     f"match its rank {ctx.rank(k)}")
+        if t.count("...") > 1 or ("..." not in t and len(t) != ctx.rank(k)) or \
+                len(t.replace("...", "")) > ctx.rank(k):
+            ctx.fail(f"equation {eq!r}: operand {k} {t!r} does not match its rank "
+                     f"{ctx.rank(k)}")
+        if "..." in t:
+            width = max(width, ctx.rank(k) - len(t.replace("...", "")))
+    if width > len(spare):
+        ctx.fail(f"equation {eq!r}: an ellipsis over {width} dims")
+    ell = "".join(spare[:width])
+    out = []
+    for k, t in enumerate(terms):
+        n = ctx.rank(k) - len(t.replace("...", ""))
+        out.append(t.replace("...", ell[width - n:]))
+    if not arrow:  # implicit output: the ellipsis, then the letters used once, sorted
+        once = sorted(c for c in set(lhs) - {",", "."} if lhs.count(c) == 1)
+        rhs = ell + "".join(once)
+    else:
+        if rhs.count("...") > 1:
+            ctx.fail(f"equation {eq!r}: bad output")
+        rhs = rhs.replace("...", ell)
+    return out, rhs
+
+
+def _einsum_diagonal(ctx: NodeCtx, v: str, term: str, shape: list[int]
+                     ) -> tuple[str, str, list[int]]:
+    """An operand whose term repeats a letter, reduced to that letter's diagonal: cells
+    off it zeroed (``where`` with an eye mask) and the second axis summed away."""
+    while True:
+        dup = next((c for c in term if term.count(c) > 1), None)
+        if dup is None:
+            return v, term, shape
+        p = term.index(dup)
+        q = term.index(dup, p + 1)
+        n = shape[p]
+        if n < 0 or shape[q] != n:
+            ctx.fail(f"the dims {shape[p]} and {shape[q]} of letter {dup!r} (a diagonal) must "
+                     "be equal and known at import time")
+        if nbytes([n, n], np.dtype(bool)) > MAX_COMPUTED_BYTES:
+            ctx.fail(f"a diagonal of {n} x {n} is implausibly large")
+        mask = np.eye(n, dtype=bool).reshape([n if k in (p, q) else 1
+                                              for k in range(len(shape))])
+        zero = ctx.param(np.zeros([1], dtypes.to_numpy(ctx.imp.block.var(v).dtype)), "zero")
+        v = ctx.emit("where", {"Condition": ctx.param(mask, "eye"), "X": v, "Y": zero})
+        v = ctx.emit("reduce_sum", {"X": v}, {"dim": [q], "keep_dim": False}, hint="diagonal")
+        term = term[:q] + term[q + 1:]
+        shape = shape[:q] + shape[q + 1:]
+
+
+def _einsum(ctx: NodeCtx) -> None:
+    """One or two operands: an ellipsis spelled out as letters, repeated letters (a
+    diagonal) reduced first; then transposes, sums (reduce_sum) and one batched
+    matmul."""
+    eq = str(ctx.attr("equation", "")).replace(" ", "")
+    terms, rhs = _einsum_terms(ctx, eq)
     if len(set(rhs)) != len(rhs) or not set(rhs) <= set("".join(terms)):
         ctx.fail(f"equation {eq!r}: bad output {rhs!r}")
+    vs, shapes = [], []
+    for k, t in enumerate(terms):
+        v, t2, sh = _einsum_diagonal(ctx, ctx.var(k), t, ctx.shape(k))
+        vs.append(v)
+        shapes.append(sh)
+        terms[k] = t2
 
     def reduce_only(i: int, keep: str) -> tuple[str, str]:
         t = terms[i]
         drop = [k for k, c in enumerate(t) if c not in keep]
-        v = ctx.var(i)
+        v = vs[i]
         if drop:
             v = ctx.emit("reduce_sum", {"X": v}, {"dim": drop, "keep_dim": False})
         return v, "".join(c for c in t if c in keep)
@@ -702,17 +761,18 @@ def _einsum(ctx: NodeCtx) -> None:
     vb, hb = reduce_only(1, a + rhs)
     m = "".join(c for c in ha if c not in b)
     n = "".join(c for c in hb if c not in a)
-    shapes: dict[str, int] = {}
-    for h, i in ((ha, 0), (hb, 1)):
-        full = ctx.shape(i)
-        t = terms[i]
+    sz: dict[str, int] = {}
+    for i, h in ((0, ha), (1, hb)):
         for c in h:
-            shapes.setdefault(c, full[t.index(c)])
-    if any(shapes[c] < 0 for c in m + n + contract) or sum(shapes[c] < 0 for c in batch) > 1:
+            d = shapes[i][terms[i].index(c)]
+            if c in sz and d != sz[c]:
+                ctx.fail(f"equation {eq!r}: letter {c!r} is {sz[c]} in one operand and {d} in "
+                         "the other (fluid-hw does not broadcast them)")
+            sz.setdefault(c, d)
+    if any(sz[c] < 0 for c in m + n + contract) or sum(sz[c] < 0 for c in batch) > 1:
         ctx.fail(f"equation {eq!r}: the non-batch dims must be known at import time")
-    # A -> [batch..., M, K], B -> [batch..., K, N]
-    sz = {c: shapes[c] for c in shapes}
 
+    # A -> [batch..., M, K], B -> [batch..., K, N]
     def grouped(v: str, have: str, order: list[str]) -> str:
         v = permute(v, have, "".join(order), None)
         dims = [sz[c] if sz[c] >= 0 else -1 for c in batch]
