@@ -49,6 +49,8 @@ import numpy as np
 
 from ..errors import QuantizationError
 from ..ir import dtypes
+from ..ir.ops.onnx_quant import int_bounds
+from ..ir.ops.quant import weight_range
 from ..ir.program import Operator, Program
 from ._graph import (
     BlockGraph,
@@ -64,6 +66,15 @@ from .quantize import _CONV_ATTR_NAMES, requant_params
 VarType = dtypes.VarType
 
 #: ops that move integers unchanged (same scale and zero point on both sides)
+#: QONNX layers whose output has at most this many bits get a multi_threshold
+THRESHOLD_BITS = 4
+
+
+def bits_out(folder: Any, ly: Any) -> int:
+    """The bits of the tensor a QONNX layer's closing IntQuant makes."""
+    return int(folder.ops[max(ly.ops)].attr("bits"))
+
+
 _MOVES = ("relu", "reshape2", "flatten2", "transpose2", "squeeze2", "unsqueeze2")
 
 
@@ -75,6 +86,7 @@ class _QTensor:
     zero: int
     signed: bool  # t's type: int8 (True) or uint8
     t: str = ""
+    bits: int = 8  # QONNX IntQuant tensors: 1-8 bits
 
 
 @dataclass
@@ -136,7 +148,10 @@ class _Folder:
         return np.float32(s.reshape(-1)[0]), int(z.reshape(-1)[0])
 
     def act_dq(self, name: str) -> str | None:
-        """The quantize_linear output that dequantize_linear output ``name`` reads."""
+        """The quantised tensor whose real values ``name`` holds: the one a
+        dequantize_linear output reads, or a QONNX IntQuant output itself."""
+        if name in self.tensors and self.qonnx(name):
+            return name
         p = self.producer(name)
         if p is None or p[1].type != "dequantize_linear":
             return None
@@ -180,6 +195,16 @@ class _Folder:
             elif op.type == "requantize_linear" and not self.onnx_exact:
                 q = op.output("Out")[0]
                 params = self.y_params(op)
+            elif op.type == "int_quant" and not self.onnx_exact:
+                q = op.output("Out")[0]
+                fmt = self.int_quant_fmt(op)
+                if fmt is not None and not self.g.is_constant_param(op.input("X")[0],
+                                                                    self.scope):
+                    s_, bits, signed = fmt
+                    if s_.size == 1:
+                        self.tensors[q] = _QTensor(np.float32(s_.reshape(-1)[0]), 0, signed,
+                                                   bits=bits)
+                continue
             elif self.int_move(op) and not self.onnx_exact:
                 q = op.output("Out")[0]
                 src = self.tensors[op.input("X")[0]]
@@ -194,6 +219,31 @@ class _Folder:
                 _rails(dt, params[1], f"quantised tensor {q!r}")
             self.tensors[q] = _QTensor(params[0], params[1], signed, q if self.onnx_exact
                                        else "")
+
+    def qonnx(self, name: str) -> bool:
+        p = self.producer(name)
+        return p is not None and p[1].type == "int_quant"
+
+    def int_quant_fmt(self, op: Operator) -> tuple[np.ndarray, int, bool] | None:
+        """(scale, bits, signed) of a QONNX IntQuant that fluid-hw's fixed point holds
+        exactly: zero point 0, ROUND (half to even), at most 8 bits, not narrow for
+        activations (a narrow weight is fine: its values are in range)."""
+        s = self.const(op.input("Scale")[0])
+        z = self.const(op.input("ZeroPt")[0])
+        if s is None or z is None or np.any(z != 0) or op.attr("rounding_mode") != "ROUND" \
+                or op.attr("bits") > 8 or not (s > 0).all():
+            return None
+        if op.attr("narrow") and not self.g.is_constant_param(op.input("X")[0], self.scope):
+            return None
+        return s.astype(np.float32), int(op.attr("bits")), bool(op.attr("signed"))
+
+    def const_quant(self, name: str) -> int | None:
+        """The index of the QONNX IntQuant of a constant (weights) writing ``name``."""
+        p = self.producer(name)
+        if p is None or p[1].type != "int_quant" or self.const(p[1].input("X")[0]) is None \
+                or self.int_quant_fmt(p[1]) is None:
+            return None
+        return p[0]
 
     def y_params(self, op: Operator) -> tuple[np.float32, int] | None:
         """A requantize_linear's constant per-tensor output scale and zero point."""
@@ -281,11 +331,17 @@ class _Folder:
             p = self.producer(y)
         else:
             nxt = k
+        bias_f: tuple[int, np.ndarray] | None = None  # (add op, a float bias: QONNX)
         if p is not None and p[1].type == "elementwise_add" and self.link(y, nxt):
             b = self.const_dq(p[1].input("Y")[0], "i")
+            bf = self.const(p[1].input("Y")[0])
             if b is not None:
                 ops.append(p[0])
                 b_dq, y, nxt = b, p[1].input("X")[0], p[0]
+                p = self.producer(y)
+            elif bf is not None and bf.dtype.kind == "f" and qop.type == "int_quant":
+                bias_f = (p[0], bf)
+                y, nxt = p[1].input("X")[0], p[0]
                 p = self.producer(y)
         if p is None or not self.link(y, nxt):
             return None
@@ -300,13 +356,64 @@ class _Folder:
             return None
         x_q = self.act_dq(xs)
         w_dq = self.const_dq(ws, "iu")
-        if x_q is None or w_dq is None:
+        w_qn = self.const_quant(ws) if w_dq is None else None
+        if x_q is None or (w_dq is None and w_qn is None):
             return None
         if kind == "fc" and len(self.g.var(xs).shape) != 2:  # type: ignore[union-attr]
             return None
         ops.append(i)
-        return _Layer(sorted(ops), kind, op, x_q, w_dq, b_dq, relu,
-                      transpose_w=op.type == "matmul" and bool(op.attr("transpose_Y")))
+        ly = _Layer(sorted(ops), kind, op, x_q, w_dq if w_dq is not None else -1, b_dq, relu,
+                    transpose_w=op.type == "matmul" and bool(op.attr("transpose_Y")))
+        if w_qn is not None:
+            if b_dq is None and bias_f is not None:
+                ly.ops = sorted([*ly.ops, bias_f[0]])
+            pre = self.qonnx_layer(ly, w_qn, None if bias_f is None else bias_f[1])
+            if pre is None:
+                return None
+            ly.pre = pre
+        elif bias_f is not None:
+            return None  # a float bias beside DequantizeLinear'd weights: not a QDQ layer
+        return ly
+
+    def qonnx_layer(self, ly: _Layer, w_op: int, bias: np.ndarray | None
+                    ) -> dict[str, Any] | None:
+        """The integer weights (QONNX IntQuant of a constant), their per-output-channel
+        scales and the float bias as int32 at the accumulator's scale."""
+        qop = self.ops[w_op]
+        w = self.const(qop.input("X")[0])
+        fmt = self.int_quant_fmt(qop)
+        assert w is not None and fmt is not None
+        s, bits, signed = fmt
+        out_axis = 0 if ly.kind == "conv" else (0 if ly.transpose_w else 1)
+        channels = w.shape[out_axis]
+        if s.size > 1 and (s.ndim != w.ndim or any(
+                d != 1 for a, d in enumerate(s.shape) if a != out_axis)):
+            return None  # scales along another axis than the output channels
+        lo, hi = int_bounds(bits, signed, bool(qop.attr("narrow")))
+        t = w.dtype.type
+        wi = np.rint(np.clip(w / s.astype(w.dtype), t(lo), t(hi))).astype(np.int64)
+        if wi.min() < -128 or wi.max() > 127:
+            return None
+        if ly.kind == "fc" and ly.transpose_w:
+            wi = wi.T
+        s_w = np.broadcast_to(s.reshape(-1), (channels,)).astype(np.float32).copy()
+        s_x = np.float32(self.tensors[ly.x_q].scale)
+        b = None
+        if bias is not None:
+            if bias.ndim != 1 or bias.size != channels:
+                return None
+            b = np.rint(bias.astype(np.float64) / (np.float64(s_x) * s_w.astype(np.float64)))
+            if np.abs(b).max(initial=0) >= 2**31:
+                return None
+            b = b.astype(np.int32)
+        qlo, qhi = weight_range(bits)
+        if bits_out(self, ly) <= THRESHOLD_BITS:
+            b = None  # thresholds take the float bias exactly
+        return {"w": wi.astype(np.int8), "s_w": s_w, "b": b, "s_x": s_x, "w_op": w_op,
+                "bias_f": bias,
+                "where": f"{ly.op.type} (-> {ly.op.output_arg_names[0]})",
+                "w_name": qop.input("X")[0],
+                "w_bits": bits if qlo <= wi.min() and wi.max() <= qhi else 8}
 
     def match_move(self, k: int) -> tuple[int, str] | None:
         """(index of a data-moving op or max pool2d, its input's quantised tensor)
@@ -340,7 +447,8 @@ class _Folder:
     def t_of(self, q: str) -> str:
         t = self.tensors[q]
         if not t.t:
-            t.t = self.new_var(f"{q}.fx", q, VarType.INT8 if t.signed else VarType.UINT8)
+            t.t = self.new_var(f"{q}.fx", q, VarType.UINT8 if not t.signed and t.bits == 8
+                               else VarType.INT8)
         return t.t
 
     def weights(self, ly: _Layer) -> tuple[np.ndarray, np.ndarray, str]:
@@ -463,7 +571,8 @@ class _Folder:
             ins["Bias"] = [add_param(self.block, self.scope, f"{hint}.bias.fx",
                                      b.astype(np.int32))]
         attrs: dict[str, Any] = {"in_scale": float(s_x),
-                                 "weight_scale": [float(v) for v in s_w]}
+                                 "weight_scale": [float(v) for v in s_w],
+                                 "weight_bits": int(ly.pre.get("w_bits", 8))}
         if ly.kind == "conv":
             attrs.update({a: ly.op.attr(a) for a in _CONV_ATTR_NAMES})
             kind, slot = "quantized_conv2d", "Output"
@@ -476,6 +585,9 @@ class _Folder:
         acc = self.new_var(f"{like}.acc", like, VarType.INT32, acc_shape)
         items.append(OpSpec(kind, ins, {slot: [acc]}, attrs))
         yt = self.tensors[q_y]
+        if "w_op" in ly.pre and yt.bits <= THRESHOLD_BITS:
+            self.emit_thresholds(ly, acc, acc_scale, q_y, items)
+            return
         try:
             mn = [requant_params(float(np.float64(a) / np.float64(yt.scale)))
                   for a in acc_scale]
@@ -485,12 +597,40 @@ class _Folder:
                       np.array([v[0] for v in mn], np.int32))
         n = add_param(self.block, self.scope, f"{q_y}.shift",
                       np.array([v[1] for v in mn], np.int32))
-        rq: dict[str, Any] = {"relu": ly.relu, "bits": 8, "out_scale": float(yt.scale),
+        rq: dict[str, Any] = {"relu": ly.relu, "bits": yt.bits, "out_scale": float(yt.scale),
                               "in_scale": [float(v) for v in acc_scale]}
         if not yt.signed:
             rq["signed"] = False
         items.append(OpSpec("requantize", {"X": [acc], "Multiplier": [m], "Shift": [n]},
                             {"Out": [self.t_of(q_y)]}, rq))
+
+    def emit_thresholds(self, ly: _Layer, acc: str, acc_scale: np.ndarray, q_y: str,
+                        items: list[Any]) -> None:
+        """A QONNX layer's output quantiser as ``multi_threshold`` (as FINN does for
+        narrow outputs): level ``lo + k`` from the smallest accumulator whose real value
+        ``acc * s_x * s_w[c] + bias[c]`` (through the relu) rounds half to even to it, so
+        the float bias needs no rounding to the accumulator's scale."""
+        yt = self.tensors[q_y]
+        lo, hi = int_bounds(yt.bits, yt.signed, False)
+        bias = ly.pre.get("bias_f")
+        b = np.zeros(acc_scale.size) if bias is None else bias.astype(np.float64)
+        s_acc, s_y = acc_scale.astype(np.float64), np.float64(yt.scale)
+        th = np.empty((acc_scale.size, hi - lo), np.int64)
+        for k in range(1, hi - lo + 1):
+            level = lo + k  # reached when real / s_y >= level - 1/2 (ties: even level)
+            edge = (level - 0.5) * s_y
+            if ly.relu and edge <= 0:
+                th[:, k - 1] = -(2**31)
+                continue
+            v = (edge - b) / s_acc
+            t = np.ceil(v)
+            th[:, k - 1] = np.where((t == v) & (level % 2 == 1), t + 1, t)
+        th = np.clip(th, -(2**31), 2**31 - 1).astype(np.int32)
+        t_name = add_param(self.block, self.scope, f"{q_y}.thresholds", th)
+        items.append(OpSpec("multi_threshold", {"X": [acc], "Thresholds": [t_name]},
+                            {"Out": [self.t_of(q_y)]},
+                            {"bits": yt.bits, "signed": yt.signed, "out_bias": lo,
+                             "out_scale": float(yt.scale)}))
 
     def run(self) -> bool:
         self.find_tensors()
@@ -507,7 +647,8 @@ class _Folder:
                         "run-time weights, scales or zero points, or a per-axis input "
                         "scale; qdq_fold needs them constant (per tensor for activations)")
                 layers[k] = ly
-            elif op.type == "quantize_linear":
+            elif op.type == "quantize_linear" or (op.type == "int_quant" and
+                                                  op.output("Out")[0] in self.tensors):
                 ly = self.match(k)
                 if ly is not None:
                     layers[k] = ly
@@ -522,8 +663,8 @@ class _Folder:
         self.check_readers(used)
         # weight / bias dequantisers read only by folded layers disappear with them
         for ly in layers.values():
-            for i in (ly.w_dq, ly.b_dq):
-                if i is not None and i < 0:
+            for i in (ly.w_dq, ly.b_dq, ly.pre.get("w_op")):
+                if i is None or i < 0:
                     continue
                 if i is not None and all(c in used for c in self.g.consumers.get(
                         self.ops[i].output("Out")[0], [])):
@@ -532,11 +673,13 @@ class _Folder:
         for k, op in enumerate(self.ops):
             if k in layers:
                 self.emit_layer(layers[k], op.output("Out")[0], items)
+                self.float_back(op.output("Out")[0], used, items)
             elif k in self.int_moves:
                 self.emit_move(op, self.int_moves[k], op.output("Out")[0], items)
             elif k in moves:
                 i, x_q = moves[k]
                 self.emit_move(self.ops[i], x_q, op.output("Out")[0], items)
+                self.float_back(op.output("Out")[0], used, items)
             elif k in used:
                 continue
             else:
@@ -591,10 +734,27 @@ class _Folder:
         else:
             items.append(OpSpec(mop.type, ins, outs, attrs))
 
+    def float_back(self, q: str, used: set[int], items: list[Any]) -> None:
+        """A QONNX IntQuant output is also the float value: a dequantize writes it when
+        an op left in float (or the program's output) reads it."""
+        if not self.qonnx(q):
+            return
+        readers = self.g.consumers.get(q, [])
+        if not readers or any(c not in used for c in readers) or q in self.g.protected:
+            items.append(OpSpec("dequantize", {"X": [self.t_of(q)]}, {"Out": [q]},
+                                {"scale": float(self.tensors[q].scale)}))
+
     def emit_other(self, k: int, op: Operator, used: set[int], items: list[Any]) -> None:
         """An op outside the folded layers: the region's entries (quantize) and exits
         (dequantize) in fixed point, everything else as it is."""
-        if op.type == "quantize_linear" and not self.onnx_exact and \
+        if op.type == "int_quant" and op.output("Out")[0] in self.tensors:
+            q = op.output("Out")[0]
+            t = self.tensors[q]
+            items.append(OpSpec("quantize", {"X": op.input("X")}, {"Out": [self.t_of(q)]},
+                                {"scale": float(t.scale), "bits": t.bits,
+                                 "signed": t.signed}))
+            self.float_back(q, used, items)
+        elif op.type == "quantize_linear" and not self.onnx_exact and \
                 op.output("Out")[0] in self.tensors:
             q = op.output("Out")[0]
             t = self.tensors[q]

@@ -5,6 +5,8 @@ the CPU executor, equal to a numpy implementation of the QONNX specification
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import onnx
 import pytest
@@ -150,3 +152,89 @@ def test_a_bitwidth_computed_at_run_time_is_refused_by_name():
     m = _model([node], [("s", F32(0.1)), ("z", F32(0))], [1, 4])
     with pytest.raises(UnknownOpError, match=r"bitwidth \(input #3\) must be known"):
         fonnx.load(m)
+
+
+# -- QONNX networks into fluid-hw's fixed point ---------------------------------------------
+
+def brevitas_mlp(rng: np.random.Generator, bits: int, out_bits: int = 8,
+                 sizes: tuple[int, ...] = (16, 32, 24, 10)) -> onnx.ModelProto:
+    """The shape of a Brevitas export: an 8-bit input Quant; per layer a narrow
+    ``bits``-bit per-output-channel weight Quant, MatMul, a float bias Add, Relu and an
+    unsigned ``bits``-bit activation Quant; the last layer's output ``out_bits`` signed."""
+    inits = [("z", F32(0)), ("b8", F32(8)), ("bw", F32(bits)), ("bo", F32(out_bits)),
+             ("sx", F32(0.05))]
+    nodes = [helper.make_node("Quant", ["x", "sx", "z", "b8"], ["xq"], domain=QONNX,
+                              signed=1)]
+    x = "xq"
+    for i, (k, c) in enumerate(itertools.pairwise(sizes)):
+        w = (rng.standard_normal((k, c)) / np.sqrt(k)).astype(F32)
+        sw = (np.abs(w).max(axis=0, keepdims=True) / (2 ** (bits - 1) - 1)).astype(F32)
+        inits += [(f"w{i}", w), (f"sw{i}", sw), (f"b{i}", (rng.standard_normal(c) * 0.1)
+                                                 .astype(F32)),
+                  (f"sa{i}", F32(0.4 / (2**bits - 1) if i < len(sizes) - 2 else 0.1))]
+        last = i == len(sizes) - 2
+        nodes += [helper.make_node("Quant", [f"w{i}", f"sw{i}", "z", "bw"], [f"wq{i}"],
+                                   domain=QONNX, signed=1, narrow=1),
+                  helper.make_node("MatMul", [x, f"wq{i}"], [f"m{i}"]),
+                  helper.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"])]
+        y = f"a{i}"
+        if not last:
+            nodes.append(helper.make_node("Relu", [y], [f"r{i}"]))
+            y = f"r{i}"
+        nodes.append(helper.make_node("Quant", [y, f"sa{i}", "z", "bo" if last else "bw"],
+                                      ["y" if last else f"q{i}"], domain=QONNX,
+                                      signed=int(last)))
+        x = f"q{i}"
+    return _model(nodes, inits, [None, sizes[0]], [None, sizes[-1]])
+
+
+def _run_program(program, m, x):
+    return fluid.Executor(fluid.CPUPlace()).run(
+        program, feed={m.feed_names[0]: x}, fetch_list=m.fetch_names, scope=m.scope)[0]
+
+
+@pytest.mark.parametrize("bits", [2, 4, 8])
+def test_qonnx_network_folds_into_fixed_point(bits, record_property):
+    """Narrow layers (<= 4-bit outputs) become quantized_fc + multi_threshold whose
+    thresholds take the float bias exactly, as FINN does: equal to the QONNX model; the
+    8-bit output layers a requantize (the float bias rounded to the accumulator's
+    scale): within one step."""
+    from fluid_hw.passes.qdq_fold import fold_qdq
+
+    rng = np.random.default_rng(bits)
+    model = brevitas_mlp(rng, bits, out_bits=min(bits, 4) if bits <= 4 else 8)
+    m = fonnx.load(model)
+    x = (rng.standard_normal((256, 16))).astype(F32)
+    want = _run_program(m.program, m, x)
+    prog = fold_qdq(m.program, m.scope)
+    kinds = [op.type for op in prog.global_block().ops]
+    assert kinds[0] == "quantize" and kinds[-1] == "dequantize"
+    assert kinds.count("quantized_fc") == 3 and "int_quant" not in kinds
+    got = _run_program(prog, m, x)
+    if bits <= 4:
+        assert kinds.count("multi_threshold") == 3
+        np.testing.assert_array_equal(got, want)
+    else:
+        assert kinds.count("requantize") == 3
+        d = np.abs(got.astype(np.float64) - want) / 0.1
+        record_property("differs_from_qonnx", f"{int((d > 1e-3).sum())} of {d.size}")
+        assert d.max() <= 2 + 1e-3 and (d > 1e-3).mean() < 0.02
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bits", [2, 4])
+def test_qonnx_network_compiles_and_simulates_bit_exactly(bits, tmp_path):
+    from fluid_hw.backends.fpga import compile_program
+    from fluid_hw.backends.fpga import simulate as simulate_build
+    from fluid_hw.hls.folding import FoldingBudget
+
+    rng = np.random.default_rng(bits)
+    model = brevitas_mlp(rng, bits, out_bits=bits)
+    m = fonnx.load(model)
+    x = rng.standard_normal((32, 16)).astype(F32)
+    st = compile_program(m.program, m.scope, tmp_path, feeds=m.feed_names,
+                         fetches=m.fetch_names, target="sim", budget=FoldingBudget(macs=8))
+    assert "multi_threshold" in [op.type for op in st.program.global_block().ops]
+    keys = simulate_build(tmp_path, inputs={m.feed_names[0]: x})
+    assert keys["bit_exact"] is True and keys["mismatches"] == 0 and keys["inputs"] == 32
+    np.testing.assert_array_equal(_run_program(st.program, m, x), _run_program(m.program, m, x))

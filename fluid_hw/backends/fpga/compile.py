@@ -243,14 +243,18 @@ def _batches(data: Mapping[str, np.ndarray], size: int = 128) -> list[dict[str, 
 
 def _step_quantize(st: CompileState) -> str:
     assert st.program is not None and st.scope is not None
-    if any(op.type in ("quantize_linear", "requantize_linear")
+    if any(op.type in ("quantize_linear", "requantize_linear", "int_quant")
            for op in st.program.global_block().ops):  # an imported quantised ONNX model
         from ...passes.qdq_fold import fold_qdq
 
         try:
-            st.program = fold_qdq(st.program, st.scope)
+            folded = fold_qdq(st.program, st.scope)
         except FluidError as e:
             raise BuildError(f"the quantised ONNX model cannot become fixed point: {e}") from e
+        if not is_quantized(folded):
+            raise BuildError("the quantised ONNX model has no layer qdq_fold turns into fixed "
+                             "point (docs/onnx_quant.md says which patterns it takes)")
+        st.program = folded
         return "quantised ONNX model folded to fixed point with its own scales (qdq_fold)"
     if is_quantized(st.program):
         return "already quantised" + (" (calibration data ignored)" if st.calibration is not

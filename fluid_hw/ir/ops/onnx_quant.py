@@ -62,6 +62,14 @@ _LOW = frozenset({VarType.INT8, VarType.UINT8})
 ROUNDING_MODES = ("ROUND", "CEIL", "FLOOR", "UP", "DOWN", "HALF_UP", "HALF_DOWN")
 
 
+def int_bounds(bits: int, signed: bool, narrow: bool) -> tuple[int, int]:
+    """QONNX's integer range: signed ``[-2^(b-1) (+1 if narrow), 2^(b-1) - 1]``,
+    unsigned ``[0, 2^b - 1 (-1 if narrow)]``."""
+    if signed:
+        return -(2 ** (bits - 1)) + int(narrow), 2 ** (bits - 1) - 1
+    return 0, 2**bits - 1 - int(narrow)
+
+
 def _check_param(ctx: InferContext, slot: str, x_shape: list[int], axis: int,
                  what: str, block: int = 0) -> None:
     """A Scale/ZeroPoint input: one value, or 1-D with X's size along ``axis``, or

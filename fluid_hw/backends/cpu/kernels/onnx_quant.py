@@ -10,6 +10,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ....ir import dtypes
+from ....ir.ops.onnx_quant import int_bounds
 from ..context import KernelContext
 from . import register_kernel
 from .nn import _conv_cols
@@ -131,14 +132,6 @@ ROUNDING: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "UP": lambda v: np.sign(v) * np.ceil(np.abs(v)), "DOWN": np.trunc,
     "HALF_UP": _half_away, "HALF_DOWN": _half_toward,
 }
-
-
-def int_bounds(bits: int, signed: bool, narrow: bool) -> tuple[int, int]:
-    """QONNX's integer range: signed ``[-2^(b-1) (+1 if narrow), 2^(b-1) - 1]``,
-    unsigned ``[0, 2^b - 1 (-1 if narrow)]``."""
-    if signed:
-        return -(2 ** (bits - 1)) + int(narrow), 2 ** (bits - 1) - 1
-    return 0, 2**bits - 1 - int(narrow)
 
 
 @register_kernel("int_quant")
