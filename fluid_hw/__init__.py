@@ -12,7 +12,7 @@ The names here follow PaddlePaddle Fluid 1.x so its users feel at home::
     exe.run(startup)
 """
 
-from . import datasets, errors, ir, transpiler
+from . import core, dataset, datasets, errors, ir, transpiler
 from .backends.cpu import CPUPlace, CUDAPlace, Executor
 from .backends.cpu.parallel import BuildStrategy, CompiledProgram, ExecutionStrategy
 from .frontend import (
@@ -22,9 +22,11 @@ from .frontend import (
     initializer,
     io,
     layers,
+    nets,
     optimizer,
     regularizer,
 )
+from .frontend.data_feeder import DataFeeder
 from .frontend.layer_helper import LayerHelper
 from .frontend.param_attr import ParamAttr
 from .ir import unique_name
@@ -49,6 +51,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "Block", "BuildStrategy", "CPUPlace", "CUDAPlace", "CompiledProgram", "ExecutionStrategy",
+    "DataFeeder", "core", "dataset", "nets",
     "Executor", "LayerHelper", "LoDTensor", "Operator",
     "ParamAttr", "Parameter", "Program", "Scope", "Variable", "create_lod_tensor", "debugger",
     "default_main_program", "default_startup_program", "errors", "global_scope", "initializer",
