@@ -10,6 +10,7 @@ from . import (
     nn,
     resize,
     sequence,
+    sequence_labeling,
     tensor,
 )
 from .activation_more import *  # noqa: F403
@@ -21,8 +22,10 @@ from .math_ops import *  # noqa: F403
 from .nn import *  # noqa: F403
 from .resize import *  # noqa: F403
 from .sequence import *  # noqa: F403
+from .sequence_labeling import *  # noqa: F403
 from .tensor import *  # noqa: F403
 
 __all__ = [*io.__all__, *nn.__all__, *math_ops.__all__, *tensor.__all__,
            *control_flow.__all__, *learning_rate_scheduler.__all__, *sequence.__all__,
-           *resize.__all__, *extra_ops.__all__, *activation_more.__all__]
+           *resize.__all__, *extra_ops.__all__, *activation_more.__all__,
+           *sequence_labeling.__all__]

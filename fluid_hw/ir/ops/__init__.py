@@ -23,5 +23,6 @@ from . import (  # noqa: F401
     quant,
     random,
     sequence,
+    sequence_labeling,
     tensor,
 )

@@ -69,5 +69,6 @@ def _load() -> None:
             quant,
             random,
             sequence,
+            sequence_labeling,
             tensor,
         )
