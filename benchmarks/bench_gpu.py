@@ -10,6 +10,7 @@ FPGA-vs-GPU comparison reads::
      "gpu": {"present": bool, "name": str | null, "reason": str | null},
      "cpu": {"processor": str, "cores": int, "blas_threads": {...}},
      "results": [{"model": "mlp" | "cnn", "backend": "cpu" | "gpu-fused" | "gpu-unfused"
+                  | "gpu-graph" (one CUDA graph, pinned buffers; adds "device_latency_ms")
                   (| "shim-fused" | "shim-unfused" with --host-shim),
                   "batch": int, "latency_ms": float (median of one run),
                   "throughput_per_s": float (images / s), "runs": int}, ...]}
@@ -84,6 +85,40 @@ def _time(exe: Any, prog: fluid.Program, feed: dict[str, np.ndarray], target: An
     return statistics.median(times), len(times)
 
 
+def _graph_rows(model: str, infer: fluid.Program, m: Any, scope: fluid.Scope,
+                shape: tuple[int, ...], batches: list[int], budget_s: float, max_runs: int,
+                rng: np.random.Generator) -> list[dict[str, Any]]:
+    """backend "gpu-graph": host to host through pinned buffers, and the graph launch
+    alone on the device (CUDA events)."""
+    from fluid_hw.backends.cuda import CUDAExecutor
+    from fluid_hw.backends.cuda.graph import GraphRun
+
+    exe = CUDAExecutor(fluid.CUDAPlace(0), fuse=True)
+    rows = []
+    for b in batches:
+        x = rng.uniform(0, 16, (b, *shape)).astype(np.float32)
+        g = GraphRun(exe, infer, {m.image.name: x}, [m.prediction.name], scope)
+        feed = {m.image.name: x}
+        for _ in range(2):
+            g.run(feed)
+        times: list[float] = []
+        start = time.perf_counter()
+        while len(times) < max_runs and (len(times) < 3 or
+                                         time.perf_counter() - start < budget_s):
+            t0 = time.perf_counter()
+            g.run(feed)
+            times.append(time.perf_counter() - t0)
+        sec = statistics.median(times)
+        dev = statistics.median(g.device_time_s(20))
+        rows.append({"model": model, "backend": "gpu-graph", "batch": b,
+                     "latency_ms": sec * 1e3, "throughput_per_s": b / sec, "runs": len(times),
+                     "device_latency_ms": dev * 1e3})
+        print(f"  {model:4s} {'gpu-graph':12s} batch {b:5d}: {sec * 1e3:9.3f} ms  "
+              f"{b / sec:12.0f} images/s  (graph on the device {dev * 1e3:.4f} ms)",
+              flush=True)
+    return rows
+
+
 def run(batches: list[int], budget_s: float, max_runs: int, shim: bool = False
         ) -> dict[str, Any]:
     present, name, reason = _gpu_status()
@@ -107,6 +142,9 @@ def run(batches: list[int], budget_s: float, max_runs: int, shim: bool = False
                                     "runs": runs})
                     print(f"  {model:4s} {backend:12s} batch {b:5d}: {sec * 1e3:9.3f} ms  "
                           f"{b / sec:12.0f} images/s", flush=True)
+            if present:  # the steady state as one CUDA graph, pinned host buffers
+                results += _graph_rows(model, infer, m, scope, shape, batches, budget_s,
+                                       max_runs, rng)
     return {"schema": SCHEMA,
             "gpu": {"present": present, "name": name, "reason": reason},
             "cpu": {"processor": platform.processor() or platform.machine(),

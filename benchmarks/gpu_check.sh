@@ -5,8 +5,9 @@
 #
 # Runs the tests marked `gpu` (the whole op suite on CUDAPlace against the CPU
 # executor, the digits MLP trained on the GPU, fused vs unfused kernels, data
-# parallelism over GPU places) and then benchmarks/bench_gpu.py, in under five
-# minutes, printing both.  Needs Python with CuPy, numpy, protobuf and
+# parallelism over GPU places, CUDA graphs), then benchmarks/bench_gpu.py, then
+# `fluid-hw bench` on the demo's model with the cpu and cuda back ends (its
+# bench.json is what `fluid-hw bench --merge` reads), in under ten minutes.  Needs Python with CuPy, numpy, protobuf and
 # scikit-learn; nothing is installed and nothing is downloaded.  pytest is used
 # when it is there; without it a small runner in this script calls the same test
 # functions (parametrised cases included) and prints pytest's summary line.
@@ -43,7 +44,7 @@ echo "== gpu tests"
 status=0
 if "$PY" -c "import pytest" 2>/dev/null; then
   timeout 200 "$PY" -m pytest -m gpu -q -rs -p no:cacheprovider tests/backends/cuda/test_gpu.py \
-    || status=$?
+    tests/backends/cuda/test_graph.py || status=$?
 else
   timeout 200 "$PY" - <<'PYEOF' || status=$?
 # A minimal stand-in for pytest (absent here): runs every test function of
@@ -92,12 +93,15 @@ fake.fixture = lambda *a, **k: (a[0] if a and callable(a[0]) else (lambda f: f))
 sys.modules["pytest"] = fake
 
 import importlib
-mod = importlib.import_module("tests.backends.cuda.test_gpu")
-module_marks = getattr(mod, "pytestmark", [])
 passed = failed = skipped = 0
-for name in sorted(n for n in dir(mod) if n.startswith("test_")):
+for mod, name in [(m, n) for m in map(importlib.import_module, (
+        "tests.backends.cuda.test_gpu", "tests.backends.cuda.test_graph"))
+        for n in sorted(dir(m)) if n.startswith("test_")]:
+    module_marks = getattr(mod, "pytestmark", [])
     fn = getattr(mod, name)
     marks = list(module_marks) + list(getattr(fn, "marks", []))
+    if not any(m.name == "gpu" for m in marks):
+        continue  # as pytest -m gpu
     skip = [m for m in marks if m.name == "skipif" and m.args and m.args[0]]
     params = [m for m in marks if m.name == "parametrize"]
     grids = []
@@ -144,5 +148,20 @@ bench=0
 timeout 90 "$PY" benchmarks/bench_gpu.py --budget 0.2 --out "$OUT/bench_gpu.json" || bench=$?
 [ "$bench" -eq 124 ] && echo "benchmark: timed out after 90 s"
 
-echo "== gpu check: tests exit $status, benchmark exit $bench (JSON: $OUT/bench_gpu.json)"
-[ "$status" -eq 0 ] && [ "$bench" -eq 0 ]
+# fluid-hw bench's GPU half: the demo's model (or BENCH_MODEL) on the CPU and the GPU;
+# on the machine without a GPU, `fluid-hw bench MODEL --merge $OUT/bench/bench.json`
+# takes its cuda rows (the same model, checked by fingerprint)
+echo "== fluid-hw bench (cuda rows for --merge)"
+BENCH_MODEL=${BENCH_MODEL:-$ROOT/build/demo/mlp_inference}
+fhw=0
+if [ -f "$BENCH_MODEL/__model__" ]; then
+  timeout 180 "$PY" -m fluid_hw.cli.main bench "$BENCH_MODEL" --backends cpu,cuda \
+    --out "$OUT/bench" || fhw=$?
+  [ "$fhw" -eq 124 ] && echo "fluid-hw bench: timed out after 180 s"
+else
+  echo "   no model at $BENCH_MODEL (run make demo first, or set BENCH_MODEL): skipped"
+fi
+
+echo "== gpu check: tests exit $status, benchmark exit $bench, fluid-hw bench exit $fhw" \
+     "(JSON: $OUT/bench_gpu.json, $OUT/bench/bench.json)"
+[ "$status" -eq 0 ] && [ "$bench" -eq 0 ] && [ "$fhw" -eq 0 ]
