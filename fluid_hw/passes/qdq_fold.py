@@ -51,7 +51,7 @@ from ..errors import QuantizationError
 from ..ir import dtypes
 from ..ir.ops.onnx_quant import int_bounds
 from ..ir.ops.quant import weight_range
-from ..ir.program import Operator, Program
+from ..ir.program import Operator, Program, Variable
 from ._graph import (
     BlockGraph,
     OpSpec,
@@ -134,6 +134,13 @@ class _Folder:
         return get_value(self.scope, name) if self.g.is_constant_param(name, self.scope) \
             else None
 
+    def var(self, name: str) -> Variable:
+        """A variable of the program (every name an op reads or writes has one)."""
+        v = self.g.var(name)
+        if v is None:
+            raise QuantizationError(f"qdq_fold: {name!r} is not a variable of the program")
+        return v
+
     def producer(self, name: str) -> tuple[int, Operator] | None:
         p = self.g.producers.get(name, [])
         return (p[0], self.ops[p[0]]) if len(p) == 1 else None
@@ -212,7 +219,7 @@ class _Folder:
                 self.int_moves[i] = op.input("X")[0]
             if params is None:
                 continue  # a per-axis or run-time activation quantiser: left as it is
-            dt = dtypes.to_numpy(self.g.var(q).dtype)  # type: ignore[union-attr]
+            dt = dtypes.to_numpy(self.var(q).dtype)
             if dt not in (np.int8, np.uint8):
                 continue
             signed = dt == np.int8 if self.onnx_exact else \
@@ -296,7 +303,7 @@ class _Folder:
                 any(v is None for v in scales) or xzv.size != 1 or \
                 int(xzv.reshape(-1)[0]) != self.tensors[x_q].zero:
             return None
-        if not conv and (wv.ndim != 2 or len(self.g.var(x_q).shape) != 2):  # type: ignore[union-attr]
+        if not conv and (wv.ndim != 2 or len(self.var(x_q).shape) != 2):
             return None
         where = f"{op.type} (-> {op.output_arg_names[0]})"
         shape = [-1, 1, 1, 1] if conv else [1, -1]
@@ -359,7 +366,7 @@ class _Folder:
         w_qn = self.const_quant(ws) if w_dq is None else None
         if x_q is None or (w_dq is None and w_qn is None):
             return None
-        if kind == "fc" and len(self.g.var(xs).shape) != 2:  # type: ignore[union-attr]
+        if kind == "fc" and len(self.var(xs).shape) != 2:
             return None
         ops.append(i)
         ly = _Layer(sorted(ops), kind, op, x_q, w_dq if w_dq is not None else -1, b_dq, relu,
@@ -458,8 +465,8 @@ class _Folder:
         w = self.const(dq.input("X")[0])
         s = self.const(dq.input("Scale")[0])
         zn = dq.input("ZeroPoint") if "ZeroPoint" in dq.input_names else []
-        z = self.const(zn[0]) if zn else np.zeros(1, w.dtype)  # type: ignore[union-attr]
         assert w is not None and s is not None
+        z = self.const(zn[0]) if zn else np.zeros(1, w.dtype)
         if z is None:
             raise QuantizationError(f"{where}: the zero point is computed at run time")
         wi = w.astype(np.int64) - z.astype(np.int64).reshape(
@@ -513,7 +520,7 @@ class _Folder:
         def scalar(v: Any, dt: Any, hint: str) -> str:
             return add_param(self.block, self.scope, hint, np.array([v], dt))
 
-        x_dt = dtypes.to_numpy(self.g.var(ly.x_q).dtype)  # type: ignore[union-attr]
+        x_dt = dtypes.to_numpy(self.var(ly.x_q).dtype)
         zx = scalar(xt.zero, x_dt, f"{ly.x_q}.zero_point")
         ins: dict[str, list[str]]
         if ly.kind == "fc":
@@ -533,13 +540,13 @@ class _Folder:
         acc_scale = (np.float32(xt.scale) * s_w).astype(np.float32)
         b = self.bias(ly, acc_scale)
         if b is not None:
-            bn = add_param(self.block, self.scope, f"{self.ops[ly.b_dq].input('X')[0]}.fx",  # type: ignore[index]
-                           b)
+            assert ly.b_dq is not None
+            bn = add_param(self.block, self.scope, f"{self.ops[ly.b_dq].input('X')[0]}.fx", b)
             acc2 = self.new_var(f"{like}.acc_b", like, VarType.INT32)
             items.append(OpSpec("elementwise_add", {"X": [acc], "Y": [bn]}, {"Out": [acc2]},
                                 {"axis": 1}))
             acc = acc2
-        y_dt = dtypes.to_numpy(self.g.var(q_y).dtype)  # type: ignore[union-attr]
+        y_dt = dtypes.to_numpy(self.var(q_y).dtype)
         items.append(OpSpec(
             "requantize_linear",
             {"X": [acc], "AScale": [scalar(xt.scale, np.float32, f"{ly.x_q}.scale")],
@@ -715,12 +722,12 @@ class _Folder:
         outs["Out"] = [self.t_of(q_out)]
         for slot, names in outs.items():
             if slot != "Out":
-                outs[slot] = [self.new_var(f"{n}.fx", n, self.g.var(n).dtype)  # type: ignore[union-attr]
+                outs[slot] = [self.new_var(f"{n}.fx", n, self.var(n).dtype)
                               for n in names]
         attrs = {a: v for a, v in mop.all_attrs().items() if not a.startswith("op_")}
         if mop.type == "relu" and self.onnx_exact:  # relu in q-space: max(q, z)
             t = self.tensors[x_q]
-            dt = dtypes.to_numpy(self.g.var(x_q).dtype)  # type: ignore[union-attr]
+            dt = dtypes.to_numpy(self.var(x_q).dtype)
             z = add_param(self.block, self.scope, f"{x_q}.zero_point", np.array([t.zero], dt))
             items.append(OpSpec("elementwise_max", {"X": ins["X"], "Y": [z]},
                                 {"Out": outs["Out"]}, {"axis": -1}))
