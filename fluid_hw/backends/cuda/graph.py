@@ -13,7 +13,9 @@ An inference is then
 with fixed device buffers: the feeds are written where the captured kernels read
 them, the fetches read where they write.  The arrays of the capture are allocated
 from a memory pool of the graph's own, which nothing else uses, so no other
-allocation can take the memory the graph replays into.
+allocation can take the memory the graph replays into; the parameters stay in the
+executor's device scope (uploaded once, by an ordinary run before the capture) and
+the graph holds them.
 
 Only programs whose every op runs on the device can be captured (a host op copies
 to the host in the middle of the run); feed shapes are fixed at capture, and a
@@ -72,37 +74,55 @@ class GraphRun:
                                  "the CUDA executor instead")
         self._prep = prep
         self.pool = cupy.cuda.MemoryPool()
-        with rt.activate(), cupy.cuda.using_allocator(self.pool.malloc):
+        with rt.activate():
             self.stream = cupy.cuda.Stream(non_blocking=True)
             self.pinned_in = {k: cupy.cuda.alloc_pinned_memory(np.asarray(v).nbytes)
                               for k, v in feeds.items()}
             self.host_in = {k: np.frombuffer(self.pinned_in[k], np.asarray(v).dtype,
                                              np.asarray(v).size).reshape(self.shapes[k])
                             for k, v in feeds.items()}
-            self.dev_in = {k: cupy.asarray(np.asarray(v)) for k, v in feeds.items()}
-            # one ordinary run: compiles the kernels, uploads the parameters
+            # one ordinary run: compiles the kernels, uploads the parameters (into the
+            # executor's device scope and the default pool: they outlive this graph)
             executor.run(program, feed=dict(feeds), fetch_list=self.fetch_names, scope=scope)
+            rt.synchronize()  # the graph's stream does not wait for the legacy stream
             dev = executor._device_scopes[scope]
             self._dev = dev
-            self._drop_values()
-            # one run on the graph's stream (the pool keeps blocks per stream; cuBLAS
-            # sets up its workspace), its values freed, then the captured run reuses
-            # exactly those blocks: no cudaMalloc while capturing
-            with self.stream:
-                self._run_plan()
-            self.stream.synchronize()
-            self._drop_values()
-            with self.stream:
-                self.stream.begin_capture()
-                try:
+            # the graph reads these parameter arrays: held here, whatever the executor
+            # uploads later
+            self.params = {n: dev.scope.vars[n] for n in prep.reads if n in dev.scope.vars}
+            with cupy.cuda.using_allocator(self.pool.malloc):
+                self.dev_in = {k: cupy.asarray(np.asarray(v)) for k, v in feeds.items()}
+                rt.synchronize()
+                self._drop_values()
+                # one run on the graph's stream (the pool keeps blocks per stream; cuBLAS
+                # sets up its workspace), its values freed, then the captured run reuses
+                # exactly those blocks: no cudaMalloc while capturing
+                with self.stream:
                     self._run_plan()
-                finally:
+                self.stream.synchronize()
+                self._drop_values()
+                with self.stream:
+                    self.stream.begin_capture()
+                    try:
+                        self._run_plan()
+                    except Exception as e:
+                        self.stream.end_capture()
+                        raise ExecutionError(
+                            f"capturing the program in a CUDA graph failed "
+                            f"({type(e).__name__}: {e}); a kernel of it reads a device value "
+                            "on the host: run it with the CUDA executor instead") from e
                     self.graph = self.stream.end_capture()
-            self.dev_out = [dev.scope.vars[n] for n in self.fetch_names]
+                self.dev_out = [dev.scope.vars[n] for n in self.fetch_names]
+            # the capture's arrays belong to this graph (its pool): out of the executor's
+            # scope, so that nothing else holds memory of a pool that goes with the graph
+            self._drop_values()
+            for k in self.feed_names:
+                del dev.scope.vars[k]
             self.pinned_out = [cupy.cuda.alloc_pinned_memory(a.nbytes) for a in self.dev_out]
             self.host_out = [np.frombuffer(p, a.dtype, a.size).reshape(a.shape)
                              for p, a in zip(self.pinned_out, self.dev_out)]
             self.graph.upload(self.stream)
+            self.stream.synchronize()
 
     def _drop_values(self) -> None:
         """Keep only the parameters (read, not computed) and the fixed feed buffers."""
@@ -134,7 +154,7 @@ class GraphRun:
                 self.dev_in[k].set(self.host_in[k], stream=s)
             self.graph.launch(s)
             for a, h in zip(self.dev_out, self.host_out):
-                a.get(stream=s, out=h)
+                a.get(stream=s, out=h, blocking=False)
             s.synchronize()
         return [h.copy() for h in self.host_out]
 
