@@ -26,3 +26,7 @@ CASES = [
                 lod={"Emission": [[4]]}, outputs=["LogLikelihood"],
                 id="linear_chain_crf-one-sequence"),
 ]
+
+CASES += [
+    LoDGradCase("lod_reset", {"X": f64(4, 2)}, {"target_lod": [0, 1, 4]}, id="lod_reset"),
+]

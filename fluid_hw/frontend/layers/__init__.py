@@ -3,9 +3,11 @@
 from . import (
     activation_more,
     control_flow,
+    decoding,
     extra_ops,
     io,
     learning_rate_scheduler,
+    lod_meta,
     math_ops,
     nn,
     resize,
@@ -15,9 +17,11 @@ from . import (
 )
 from .activation_more import *  # noqa: F403
 from .control_flow import *  # noqa: F403
+from .decoding import *  # noqa: F403
 from .extra_ops import *  # noqa: F403
 from .io import *  # noqa: F403
 from .learning_rate_scheduler import *  # noqa: F403
+from .lod_meta import *  # noqa: F403
 from .math_ops import *  # noqa: F403
 from .nn import *  # noqa: F403
 from .resize import *  # noqa: F403
@@ -28,4 +32,5 @@ from .tensor import *  # noqa: F403
 __all__ = [*io.__all__, *nn.__all__, *math_ops.__all__, *tensor.__all__,
            *control_flow.__all__, *learning_rate_scheduler.__all__, *sequence.__all__,
            *resize.__all__, *extra_ops.__all__, *activation_more.__all__,
-           *sequence_labeling.__all__]
+           *sequence_labeling.__all__,
+           *decoding.__all__, *lod_meta.__all__]
