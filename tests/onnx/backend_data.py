@@ -147,6 +147,7 @@ def import_time_inputs(model: onnx.ModelProto) -> set[str]:
 
 
 _NAMED_INPUT = re.compile(r"it is the graph input '([^']+)'; pass its value with load")
+_NAMED_INPUTS = re.compile(r"computed from the graph input\(s\) \[([^\]]*)\]: pass their")
 
 
 def run_case(case: BackendCase) -> Result:
@@ -161,7 +162,10 @@ def run_case(case: BackendCase) -> Result:
         except FluidError as e:
             # a graph input an op inside a function body needs at import time: the
             # importer names it, and a user would pass it as load's constants
-            wanted = set(_NAMED_INPUT.findall(str(e))) & set(values)
+            named = set(_NAMED_INPUT.findall(str(e)))
+            for group in _NAMED_INPUTS.findall(str(e)):
+                named |= set(re.findall(r"'([^']+)'", group))
+            wanted = named & set(values)
             if not wanted or wanted <= fixed:
                 return Result(case.name, "skip", _short(e))
             fixed |= wanted

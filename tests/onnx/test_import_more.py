@@ -177,3 +177,24 @@ def test_conv_transpose_is_a_direct_convolution():
     assert compare(case) is None
     msg = _refusal(node_case("ConvTranspose", [F(x), F(w)], opset=17))
     assert "W (input #1) must be known at import time, but it is the graph input 'in1'" in msg
+
+
+def test_an_import_time_input_computed_from_graph_inputs_names_them():
+    x = R.standard_normal([2, 6]).astype(np.float32)
+    nodes = [helper.make_node("Add", ["s", "one"], ["s1"]),
+             helper.make_node("Reshape", ["x", "s1"], ["y"], name="reshape")]
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6]),
+                     helper.make_tensor_value_info("s", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, None])],
+        [helper.make_tensor("one", TensorProto.INT64, [2], [0, 1])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(UnknownOpError) as e:
+        fonnx.load(m)
+    msg = " ".join(str(e.value).split())
+    assert ("shape (input #1) must be known at import time; here it is computed from the "
+            "graph input(s) ['s']: pass their values with load(..., constants={'s': ...})") in msg
+    got = fonnx.load(m, constants={"s": np.array([3, 3], np.int64)})
+    out = fluid.Executor(fluid.CPUPlace()).run(got.program, feed={"x": x},
+                                               fetch_list=got.fetch_names, scope=got.scope)
+    np.testing.assert_array_equal(out[0], x.reshape(3, 4))

@@ -162,6 +162,7 @@ class ImportState(Protocol):
     values: dict[str, Value]
     graph_outputs: set[str]
     feed_onnx_names: set[str]
+    feeds_of: dict[str, frozenset[str]]
 
     def fresh(self, hint: str) -> str: ...
 
@@ -216,6 +217,11 @@ class NodeCtx:
                 self.fail(f"{what} (input #{i}) must be known at import time, but it is the "
                           f"graph input {name!r}; pass its value with "
                           f"load(..., constants={{{name!r}: ...}})")
+            feeds = sorted(self.imp.feeds_of.get(name, ()))
+            if feeds:
+                self.fail(f"{what} (input #{i}) must be known at import time; here it is "
+                          f"computed from the graph input(s) {feeds}: pass their values with "
+                          f"load(..., constants={{{feeds[0]!r}: ...}})")
             self.fail(f"{what} (input #{i}) must be known at import time; here it is "
                       "computed by the graph")
         return c

@@ -190,6 +190,8 @@ class Importer:
         self.read = read
         self.constants = dict(constants or {})
         self.feed_onnx_names: set[str] = set()
+        #: the graph inputs each value computed at run time derives from (for messages)
+        self.feeds_of: dict[str, frozenset[str]] = {}
         self.graph = read.model.graph
         self.source = read.source
         self.opsets = {("" if o.domain in DEFAULT_DOMAINS else o.domain): int(o.version)
@@ -356,6 +358,10 @@ class Importer:
                     self.problems.append(f"{label}: no mapping to fluid-hw ops")
                 return
             ins.append(v)
+        feeds = frozenset().union(*(self.feeds_of.get(n, {n} & self.feed_onnx_names)
+                                    for n, v in zip(node.input, ins) if isinstance(v, str)))
+        for o in node.output:
+            self.feeds_of[o] = feeds
         try:
             if domain and (domain, node.op_type) not in DOMAIN_IMPORTERS:
                 raise Unsupported(f"ops of domain {domain!r} are not supported (only the "
