@@ -21,5 +21,5 @@ PUBLISHED: list[dict[str, Any]] = [
      "throughput_per_s": 12.3e6, "latency_us": 0.31,
      "figure": "12.3 M images/s at 0.31 us",
      "source": "Umuroglu et al., 'FINN: A Framework for Fast, Scalable Binarized Neural "
-               "Network Inference', FPGA 2017, arXiv:1612.07119, Table 3"},
+               "Network Inference', FPGA 2017, arXiv:1612.07119"},
 ]

@@ -63,7 +63,9 @@ def format_table(report: dict[str, Any]) -> str:
     m = report["model"]
     out = [f"fluid-hw bench: {m['dir']} ({'int8' if m['quantized'] else 'float'} model), "
            f"test set: {report['test_set']['source']}",
-           f"machine: {report['machine']['processor']}, {report['machine']['cores']} cores"]
+           f"machine: {report['machine']['processor']}, {report['machine']['cores']} cores, "
+           f"load average {report['machine'].get('load_average_1min_at_start', 0):.1f} at the "
+           "start (CPU times depend on it)"]
     measured = [r for r in report["rows"] if r["status"] != "skipped"]
     head = ["back end", "variant", "device b1", "host b1 median", "p99", "accuracy",
             "agree", "energy/inf b1"]

@@ -74,7 +74,9 @@ class BenchOptions:
 def _machine() -> dict[str, Any]:
     return {"processor": platform.processor() or platform.machine(),
             "cores": os.cpu_count(), "python": platform.python_version(),
-            "numpy": np.__version__, "system": platform.platform()}
+            "numpy": np.__version__, "system": platform.platform(),
+            # other work on the machine while measuring: the CPU figures depend on it
+            "load_average_1min_at_start": os.getloadavg()[0]}
 
 
 def _int8_model(model: Model, opts: BenchOptions, fpga: str | None) -> tuple[Model | None, str]:
