@@ -14,6 +14,7 @@ from . import (
     sequence,
     sequence_labeling,
     tensor,
+    tensor_more,
 )
 from .activation_more import *  # noqa: F403
 from .control_flow import *  # noqa: F403
@@ -28,9 +29,10 @@ from .resize import *  # noqa: F403
 from .sequence import *  # noqa: F403
 from .sequence_labeling import *  # noqa: F403
 from .tensor import *  # noqa: F403
+from .tensor_more import *  # noqa: F403
 
 __all__ = [*io.__all__, *nn.__all__, *math_ops.__all__, *tensor.__all__,
            *control_flow.__all__, *learning_rate_scheduler.__all__, *sequence.__all__,
            *resize.__all__, *extra_ops.__all__, *activation_more.__all__,
            *sequence_labeling.__all__,
-           *decoding.__all__, *lod_meta.__all__]
+           *decoding.__all__, *lod_meta.__all__, *tensor_more.__all__]

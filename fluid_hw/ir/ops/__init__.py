@@ -27,4 +27,5 @@ from . import (  # noqa: F401
     sequence,
     sequence_labeling,
     tensor,
+    tensor_more,
 )

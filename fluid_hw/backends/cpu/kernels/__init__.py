@@ -73,4 +73,5 @@ def _load() -> None:
             sequence,
             sequence_labeling,
             tensor,
+            tensor_more,
         )
