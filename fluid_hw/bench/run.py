@@ -161,9 +161,12 @@ def run_bench(model_dir: str | os.PathLike[str], fpga: str | os.PathLike[str] | 
             if r is not None:
                 rows.append(r)
     if "cuda" in opts.backends:
-        from .cuda_row import cuda_rows
+        from .cuda_row import cuda_rows, gpu_status
 
-        if fmodel is None:
+        present, gpu_why = gpu_status()
+        if not present:
+            rows.append(skipped_row("cuda", "float32", gpu_why))
+        elif fmodel is None:
             rows.append(skipped_row("cuda", "float32", fwhy))
         else:
             got = attempt("cuda", "float32", lambda: cuda_rows(fmodel, test, batches, budget,

@@ -6,6 +6,7 @@ are checked for consistency with each other and with the build's report."""
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import numpy as np
@@ -52,7 +53,11 @@ def test_bench_measures_every_backend_and_the_figures_agree(small, tmp_path, cap
     out = tmp_path / "out"
     assert main(["bench", str(model), "--fpga", str(build), "--batches", "1,8,32",
                  "--budget", "0.01", "--out", str(out)]) == 0
-    text = capsys.readouterr().out
+    captured = capsys.readouterr()
+    text = captured.out
+    # progress while it runs: one line per back end and batch size (stderr)
+    if os.environ.get("FLUID_HW_QUIET") != "1":
+        assert "fpga:sim: batch 32: device" in captured.err
     report = json.loads((out / "bench.json").read_text())
     assert report["schema"] == "fluid-hw/bench/1" and report["options"]["batches"] == [1, 8, 32]
     assert report["test_set"]["inputs"] == 360 and report["model"]["quantized"] is False
@@ -175,6 +180,23 @@ def test_clear_errors_for_bad_folders(small, tmp_path, capsys):
         assert main([*argv, "--out", str(tmp_path / "o")]) == 2, argv
         err = capsys.readouterr().err
         assert re.search(msg, err), (argv, err)
+
+
+@pytest.mark.slow
+def test_an_int8_model_dir_takes_the_float_model_from_the_build_or_says_why_not(small):
+    _, build = small
+    opts = BenchOptions(batches=[1, 2], budget_s=0.005, backends=("cpu", "fpga"))
+    report = run_bench(build / "model", build, opts, progress=None)
+    assert report["model"]["quantized"] is True
+    q = _by(report, "cpu", "int8 golden model")
+    assert q["status"] == "measured" and q["model_source"] == "MODEL_DIR"
+    f32 = _by(report, "cpu", "float32")  # compiled from float: the build keeps it
+    assert f32["status"] == "measured" and f32["model_source"] == "the build's float_model/"
+    assert _by(report, "fpga:sim", "int8 accelerator")["agreement"] == 1.0
+    report = run_bench(build / "model", None, opts, progress=None)
+    f32 = _by(report, "cpu", "float32")
+    assert f32["status"] == "skipped" and "MODEL_DIR is quantised" in f32["reason"]
+    assert "--fpga BUILD" in _by(report, "fpga", "int8 accelerator")["reason"]
 
 
 def test_rapl_counters_read_with_wraparound(tmp_path):
