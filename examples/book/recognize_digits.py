@@ -1,4 +1,4 @@
-# ruff: noqa: UP031  (Fluid 1.5 scripts format with %)
+# ruff: noqa: UP010, UP030, UP031, UP032, B007, RUF059, RUF100  (the style of Fluid 1.5 scripts)
 """Paddle book chapter 2, recognize_digits: softmax regression, a multilayer
 perceptron and LeNet-5 on MNIST, written as for Fluid 1.5. Only the imports differ
 from a Paddle script (``paddle`` is fluid-hw's ``paddle_compat``, whose
@@ -7,7 +7,7 @@ from a Paddle script (``paddle`` is fluid-hw's ``paddle_compat``, whose
     python examples/book/recognize_digits.py --nn_type multilayer_perceptron
 """
 
-from __future__ import print_function  # noqa: UP010 (as the Fluid 1.5 scripts)
+from __future__ import print_function
 
 import argparse
 

@@ -1,7 +1,7 @@
 """Synthetic ``paddle.dataset.imdb``: movie reviews as lists of word ids and a
 label (0 positive, 1 negative, as Paddle's), each review drawing a share of its
 words from a set of words of its sentiment. 800 training and 200 test reviews of
-8-40 words over a 1000-word dictionary (``<unk>`` last)."""
+5-20 words over a 1000-word dictionary (``<unk>`` last)."""
 
 from __future__ import annotations
 
@@ -35,9 +35,9 @@ def _reader(split: str, word_idx: dict[str, int]) -> Reader:
         r = rng("imdb", split)
         for _ in range(_COUNTS[split]):
             label = int(r.randint(0, 2))
-            n = int(r.randint(8, 41))
+            n = int(r.randint(5, 21))
             lo = label * _SENTIMENT_WORDS
-            words = [int(r.randint(lo, lo + _SENTIMENT_WORDS)) if r.rand() < 0.3
+            words = [int(r.randint(lo, lo + _SENTIMENT_WORDS)) if r.rand() < 0.4
                      else int(r.randint(2 * _SENTIMENT_WORDS, _VOCAB)) for _ in range(n)]
             yield [ids[w] for w in words], label
 
