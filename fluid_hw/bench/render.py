@@ -67,18 +67,20 @@ def format_table(report: dict[str, Any]) -> str:
            f"load average {report['machine'].get('load_average_1min_at_start', 0):.1f} at the "
            "start (CPU times depend on it)"]
     measured = [r for r in report["rows"] if r["status"] != "skipped"]
+    top = max(report["options"]["batches"])
     head = ["back end", "variant", "device b1", "host b1 median", "p99", "accuracy",
-            "agree", "energy/inf b1"]
+            "agree", "energy/inf b1", f"energy/inf b{top}"]
     rows = []
     for r in measured:
         lat = r.get("latency_us") or {}
         dev, host = lat.get("device") or {}, lat.get("host") or {}
+        energy = r.get("energy") or {}
         rows.append([r["backend"], r["variant"] + (" (merged)" if r["status"] == "merged"
                                                    else ""),
                      _us(dev.get("median_us")), _us(host.get("median_us")),
                      _us(host.get("p99_us")), _pct(r.get("accuracy")),
-                     _pct(r.get("agreement")),
-                     _j((r.get("energy") or {}).get("j_per_inference_batch1"))])
+                     _pct(r.get("agreement")), _j(energy.get("j_per_inference_batch1")),
+                     _j(energy.get(f"j_per_inference_batch{top}"))])
     out += ["", "batch-1 latency (warm; device alone, and host to host), accuracy, "
                 "agreement with the CPU executor, energy per inference"]
     out += _grid(head, rows)
