@@ -109,8 +109,7 @@ def fpga_row(build: str | os.PathLike[str], test: TestSet, batches: list[int],
 
     hw_all = np.concatenate([hw_out] * -(-max(batches) // len(hw_out)))
 
-    def host_parts(b: int) -> None:
-        feed = batch_of(test, b)
+    def host_parts(feed: dict[str, np.ndarray], b: int) -> None:
         scope = Scope(base)
         pre_feed = {k: v for k, v in feed.items() if pre.global_block().has_var(k)}
         exe.run(pre, feed=pre_feed, fetch_list=[host.hw_input], scope=scope)
@@ -120,7 +119,8 @@ def fpga_row(build: str | os.PathLike[str], test: TestSet, batches: list[int],
 
     sweep, lat1 = [], None
     for b in batches:
-        t = time_calls(lambda b=b: host_parts(b), budget_s)  # type: ignore[misc]
+        feed = batch_of(test, b)
+        t = time_calls(lambda f=feed, b=b: host_parts(f, b), budget_s)  # type: ignore[misc]
         dev = device_s(b)
         h2h = t.median_s + b * (uart_s + device_s(1))
         row = {"batch": b, "device_latency_us": dev * 1e6, "device_per_s": b / dev,
