@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import xml.dom.minidom
 
 import numpy as np
 import pytest
@@ -122,7 +123,12 @@ def test_bench_measures_every_backend_and_the_figures_agree(small, tmp_path, cap
     assert "published, not measured" in text
 
     page = (out / "bench.html").read_text()
-    assert page.count("<svg") >= 3  # latency, throughput, resources
+    svgs = re.findall(r"<svg.*?</svg>", page, re.S)
+    assert len(svgs) >= 3  # latency, throughput, resources
+    for svg in svgs:  # well-formed
+        xml.dom.minidom.parseString(svg)
+    assert svgs[1].count("<polyline") == sum(  # one line per measured host/device series
+        1 + any("device_per_s" in t for t in r["throughput"]) for r in measured)
     assert not re.search(r"<(script|link|img)\b", page)  # self-contained
     assert (out / "model.int8.onnx").is_file() and (out / "model.float.onnx").is_file()
 
