@@ -1,5 +1,5 @@
 """Gradient-check cases for erf, hard_sigmoid, hard_swish, where, expand, cumsum,
-reduce_min, reduce_prod, elementwise_mod and elementwise_fmod."""
+reduce_min, reduce_prod, elementwise_mod, elementwise_fmod and cumprod."""
 
 import numpy as np
 
@@ -43,4 +43,9 @@ CASES = [
                                  "Y": f64(4, low=1.0, high=1.05)}, id="elementwise_mod"),
     GradCase("elementwise_fmod", {"X": -(f64(3, 4, low=0.1, high=0.9) + 2.0),
                                   "Y": f64(3, 4, low=1.0, high=1.05)}, id="elementwise_fmod"),
+    GradCase("cumprod", {"X": f64(3, 4, low=0.5, high=1.5)}, {"axis": 1}, id="cumprod-axis1"),
+    GradCase("cumprod", {"X": f64(4, 3)}, {"axis": 0, "exclusive": True, "reverse": True},
+             id="cumprod-exclusive-reverse"),
+    GradCase("cumprod", {"X": np.array([[0.5, 0.0, 2.0, -1.5], [1.2, -0.7, 0.0, 0.0]])},
+             {"axis": 1}, id="cumprod-zeros"),
 ]

@@ -934,6 +934,20 @@ def gen_cumsum(r: R) -> list[Case]:
     return out
 
 
+def gen_cumprod(r: R) -> list[Case]:
+    out = []
+    for k in range(4):
+        s = shape(r)
+        x = normal(r, s) if k != 3 else ints(r, s, -3, 4)
+        if k == 2:
+            x.reshape(-1)[::3] = 0  # zeros stop the product
+        ax = int(r.integers(-len(s), len(s)))
+        out.append(node_case("CumProd", [F(x), C(np.array(ax, np.int64))],
+                             {"exclusive": k % 2, "reverse": k // 2 % 2},
+                             opset=pick(r, (26, 28)), id=f"CumProd-{k}"))
+    return out
+
+
 def gen_constant_of_shape(r: R) -> list[Case]:
     x = normal(r, [2, 3])
     val = helper.make_tensor("v", 1, [1], [2.5])
@@ -1063,7 +1077,8 @@ GENERATORS: dict[str, Callable[[R], list[Case]]] = {
     "LpNormalization": gen_lp_normalization, "LpPool": gen_lp_pool, "IsNaN": gen_is_nan,
     "IsInf": gen_is_inf, "Tan": gen_tan, "Mod": gen_mod,
     "ScatterElements": gen_scatter_elements, "ScatterND": gen_scatter_nd, "GatherND": gen_gather_nd,
-    "CumSum": gen_cumsum, "ConstantOfShape": gen_constant_of_shape, "Range": gen_range,
+    "CumSum": gen_cumsum, "CumProd": gen_cumprod,
+    "ConstantOfShape": gen_constant_of_shape, "Range": gen_range,
     "TopK": gen_top_k, "LRN": gen_lrn, "InstanceNormalization": gen_instance_norm,
     "LayerNormalization": gen_layer_norm, "Resize": gen_resize, "Einsum": gen_einsum,
 }

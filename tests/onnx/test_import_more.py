@@ -98,7 +98,8 @@ def test_layers_of_the_new_ops():
                 fluid.layers.where(c, x, fluid.layers.scale(x, 2.0)),
                 fluid.layers.reduce_min(x, dim=1), fluid.layers.reduce_prod(x, keep_dim=True),
                 fluid.layers.elementwise_mod(x, fluid.layers.scale(x, 0.0, bias=1.5)),
-                fluid.layers.elementwise_fmod(x, fluid.layers.scale(x, 0.0, bias=1.5))]
+                fluid.layers.elementwise_fmod(x, fluid.layers.scale(x, 0.0, bias=1.5)),
+                fluid.layers.cumprod(x, axis=1, exclusive=True)]
     xv = R.standard_normal([2, 3]).astype(np.float32) * 4
     cv = R.random([2, 3]) < 0.5
     got = fluid.Executor(fluid.CPUPlace()).run(prog, feed={"x": xv, "c": cv}, fetch_list=outs)
@@ -107,7 +108,8 @@ def test_layers_of_the_new_ops():
     want = [np.vectorize(math.erf)(xv), np.clip(0.2 * xv + 0.5, 0, 1),
             xv * np.clip(xv + 3, 0, 6) / 6, np.tile(xv, [2, 1]),
             np.flip(np.cumsum(np.flip(xv, 0), 0), 0), np.where(cv, xv, xv * 2),
-            xv.min(axis=1), xv.prod(keepdims=True), np.mod(xv, 1.5), np.fmod(xv, 1.5)]
+            xv.min(axis=1), xv.prod(keepdims=True), np.mod(xv, 1.5), np.fmod(xv, 1.5),
+            np.concatenate([np.ones([2, 1]), np.cumprod(xv, 1)[:, :-1]], 1)]
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 

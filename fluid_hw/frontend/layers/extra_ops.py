@@ -1,8 +1,8 @@
 """Layers of the ops added for ONNX models (issue 16), with Paddle 1.5's names and
 arguments: ``erf``, ``hard_sigmoid``, ``hard_swish``, ``expand``, ``cumsum``,
-``reduce_min``, ``reduce_prod``, ``elementwise_mod``, ``elementwise_fmod`` and the
-three-operand ``where`` (Paddle 2's ``where(condition, x, y)``; Paddle 1.5's one-operand
-``where`` returned indices)."""
+``cumprod``, ``reduce_min``, ``reduce_prod``, ``elementwise_mod``, ``elementwise_fmod``
+and the three-operand ``where`` (Paddle 2's ``where(condition, x, y)``; Paddle 1.5's
+one-operand ``where`` returned indices)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ..layer_helper import LayerHelper
 from .math_ops import _binary, _reduce, _unary
 
 __all__ = ["erf", "hard_sigmoid", "hard_swish", "expand", "cumsum", "where", "reduce_min",
-           "reduce_prod", "elementwise_mod", "elementwise_fmod"]
+           "reduce_prod", "elementwise_mod", "elementwise_fmod", "cumprod"]
 
 
 def erf(x: Variable, name: str | None = None) -> Variable:
@@ -45,6 +45,14 @@ def cumsum(x: Variable, axis: int | None = None, exclusive: bool | None = None,
     its own sum, ``reverse`` sums from the end."""
     return _unary("cumsum", x, name, {"axis": -1 if axis is None else int(axis),
                                       "exclusive": bool(exclusive), "reverse": bool(reverse)})
+
+
+def cumprod(x: Variable, axis: int | None = None, exclusive: bool | None = None,
+            reverse: bool | None = None, name: str | None = None) -> Variable:
+    """Cumulative product along ``axis`` (default -1); ``exclusive`` leaves each element
+    out of its own product, ``reverse`` multiplies from the end."""
+    return _unary("cumprod", x, name, {"axis": -1 if axis is None else int(axis),
+                                       "exclusive": bool(exclusive), "reverse": bool(reverse)})
 
 
 def where(condition: Variable, x: Variable, y: Variable, name: str | None = None) -> Variable:

@@ -457,6 +457,13 @@ def _cumsum(ctx: ExportCtx, op: Operator) -> None:
              exclusive=int(op.attr("exclusive")), reverse=int(op.attr("reverse")))
 
 
+def _cumprod(ctx: ExportCtx, op: Operator) -> None:
+    ctx.needs(26, "CumProd")
+    out = _out(op)
+    ctx.node("CumProd", [_x(op), ctx.ints([op.attr("axis")], f"{out}.axis")], [out],
+             exclusive=int(op.attr("exclusive")), reverse=int(op.attr("reverse")))
+
+
 def _top_k(ctx: ExportCtx, op: Operator) -> None:
     out, idx = _out(op), _out(op, "Indices")
     ctx.node("TopK", [_x(op), ctx.ints([op.attr("k")], f"{out}.k")], [out, idx], axis=-1)
@@ -499,6 +506,7 @@ _SPECIAL: dict[str, OpExport] = {
     "where": OpExport(_where, "Where"),
     "expand": OpExport(_expand, "Tile"),
     "cumsum": OpExport(_cumsum, "CumSum"),
+    "cumprod": OpExport(_cumprod, "CumProd"),
     "top_k": OpExport(_top_k, "TopK"),
     "nearest_interp": OpExport(_nearest_interp, "Resize (nearest)"),
     "square": OpExport(_square, "Mul"),

@@ -90,13 +90,15 @@ def _tile(ctx: NodeCtx) -> None:
 
 
 def _cumsum(ctx: NodeCtx) -> None:
+    """CumSum and CumProd: fluid's cumsum / cumprod."""
     axis = ctx.ints(1, "axis")
     if len(axis) != 1:
         ctx.fail(f"axis {axis} must be one value")
     if ctx.dtype(0).kind not in "fi":
-        ctx.fail(f"X is {ctx.dtype(0)}; CumSum of fluid-hw takes float, int32 and int64")
+        ctx.fail(f"X is {ctx.dtype(0)}; {ctx.op_type} of fluid-hw takes float and integer "
+                 "tensors")
     ax = _norm(axis[0], ctx.rank(0), ctx)
-    ctx.emit("cumsum", {"X": ctx.var(0)},
+    ctx.emit("cumprod" if ctx.op_type == "CumProd" else "cumsum", {"X": ctx.var(0)},
              {"axis": ax, "exclusive": bool(ctx.attr("exclusive", 0)),
               "reverse": bool(ctx.attr("reverse", 0))}, out=0)
 
@@ -817,6 +819,7 @@ MORE: dict[str, OpImport] = {
     "ConvTranspose": OpImport(conv_transpose, "conv2d of the zero-inserted input "
                               "(unsqueeze2, pad, reshape2, slice)", (1,)),
     "CumSum": OpImport(_cumsum, "cumsum", (1,)),
+    "CumProd": OpImport(_cumsum, "cumprod", (1,)),
     "ConstantOfShape": OpImport(_constant_of_shape, "none (a constant)", (0,)),
     "Range": OpImport(_range, "none (a constant)", (0, 1, 2)),
     "TopK": OpImport(_top_k, "top_k (transpose2, scale)", (1,)),

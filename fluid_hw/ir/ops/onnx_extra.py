@@ -1,7 +1,8 @@
 """Ops that ONNX models need and no composition of other fluid ops expresses exactly,
 named and defined as in Paddle 1.5: ``erf``, ``hard_sigmoid``, ``hard_swish``,
 ``where``, ``expand`` (tiling), ``cumsum``, ``reduce_min``, ``reduce_prod``,
-``elementwise_mod`` and ``elementwise_fmod`` (Paddle 2's remainder and fmod)."""
+``elementwise_mod`` and ``elementwise_fmod`` (Paddle 2's remainder and fmod) and
+``cumprod`` (Paddle 2's, with cumsum's exclusive and reverse)."""
 
 from __future__ import annotations
 
@@ -99,6 +100,18 @@ for _name, _what in (("reduce_min", "minimum"), ("reduce_prod", "product")):
     )(_reduce)
 
 
+@define_op("cumprod", ["X"], ["Out"],
+           [Attr("axis", "int", -1), Attr("exclusive", "bool", False),
+            Attr("reverse", "bool", False)],
+           doc="Cumulative product along axis; exclusive leaves out each element itself "
+               "(the first product is 1), reverse multiplies from the end.")
+def _infer_cumprod(ctx: InferContext) -> None:
+    xs = ctx.input_shape("X")
+    ax = ctx.attr("axis")
+    ctx.check(-len(xs) <= ax < len(xs), f"axis {ax} out of range for rank {len(xs)}")
+    ctx.share("X", "Out")
+
+
 for _name, _what in (("mod", "X mod Y with the divisor's sign (Python's %, numpy's mod)"),
                      ("fmod", "X mod Y with the dividend's sign (C's fmod, numpy's fmod)")):
     define_op(
@@ -119,6 +132,7 @@ def _declare() -> None:
     define_default_grad("where", uses=("Condition", "X", "Y"), in_grads=("X", "Y"))
     define_default_grad("expand", uses=("X",))
     define_default_grad("cumsum", uses=("X",))
+    define_default_grad("cumprod", uses=("X",))
     # reduce_min routes Out@GRAD to every element equal to the minimum (as reduce_max)
     define_default_grad("reduce_min", uses=("X", "Out"))
     define_default_grad("reduce_prod", uses=("X", "Out"))

@@ -1,5 +1,5 @@
 """Kernels of ``ir/ops/onnx_extra.py``: erf, hard_sigmoid, hard_swish, where, expand,
-cumsum, reduce_min, reduce_prod, elementwise_mod / fmod, and their gradients."""
+cumsum, cumprod, reduce_min, reduce_prod, elementwise_mod / fmod, and their gradients."""
 
 from __future__ import annotations
 
@@ -234,3 +234,53 @@ register_kernel("elementwise_mod")(_mod(np.mod))
 register_kernel("elementwise_fmod")(_mod(np.fmod))
 register_kernel("elementwise_mod_grad")(_mod_grad(np.floor))
 register_kernel("elementwise_fmod_grad")(_mod_grad(np.trunc))
+
+
+def _lanes_last(x: np.ndarray, axis: int) -> np.ndarray:
+    return np.moveaxis(x, axis, -1)
+
+
+def cumprod(x: np.ndarray, axis: int, exclusive: bool, reverse: bool) -> np.ndarray:
+    v = _lanes_last(x, axis)
+    if reverse:
+        v = v[..., ::-1]
+    out = np.cumprod(v, axis=-1, dtype=x.dtype)
+    if exclusive:
+        out = np.concatenate([np.ones_like(out[..., :1]), out[..., :-1]], axis=-1)
+    if reverse:
+        out = out[..., ::-1]
+    return np.ascontiguousarray(np.moveaxis(out, -1, axis))
+
+
+@register_kernel("cumprod")
+def _cumprod(ctx: KernelContext) -> None:
+    x, a = ctx.input("X"), ctx.attrs
+    ctx.set_output("Out", cumprod(x, a["axis"] % max(x.ndim, 1), a["exclusive"], a["reverse"]))
+
+
+@register_kernel("cumprod_grad")
+def _cumprod_grad(ctx: KernelContext) -> None:
+    """dX_j = (product of x before j) * S_j with S_j = g_j + x_(j+1) * S_(j+1), the sum
+    over the outputs i >= j of g_i times the x between j and i: no division, so zeros
+    in X are exact."""
+    if not ctx.has_output("X@GRAD"):
+        return
+    x, d, a = ctx.input("X"), ctx.input("Out@GRAD"), ctx.attrs
+    axis = a["axis"] % max(x.ndim, 1)
+    v, g = _lanes_last(x, axis), _lanes_last(d, axis)
+    if a["reverse"]:
+        v, g = v[..., ::-1], g[..., ::-1]
+    if a["exclusive"]:  # out_i = inclusive_(i-1): the inclusive product's gradient
+        g = np.concatenate([g[..., 1:], np.zeros_like(g[..., :1])], axis=-1)
+    n = v.shape[-1]
+    s = np.zeros_like(g)
+    if n:
+        s[..., n - 1] = g[..., n - 1]
+    for j in range(n - 2, -1, -1):
+        s[..., j] = g[..., j] + v[..., j + 1] * s[..., j + 1]
+    before = np.concatenate([np.ones_like(v[..., :1]), np.cumprod(v, axis=-1)[..., :-1]],
+                            axis=-1)
+    dx = before * s
+    if a["reverse"]:
+        dx = dx[..., ::-1]
+    ctx.set_output("X@GRAD", np.ascontiguousarray(np.moveaxis(dx, -1, axis)).astype(x.dtype))
