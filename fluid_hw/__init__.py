@@ -12,7 +12,7 @@ The names here follow PaddlePaddle Fluid 1.x so its users feel at home::
     exe.run(startup)
 """
 
-from . import core, dataset, datasets, errors, ir, transpiler
+from . import core, dataset, datasets, errors, ir, lod_tensor, transpiler
 from .backends.cpu import CPUPlace, CUDAPlace, Executor
 from .backends.cpu.parallel import BuildStrategy, CompiledProgram, ExecutionStrategy
 from .frontend import (
@@ -34,6 +34,7 @@ from .ir.default_programs import default_main_program, default_startup_program, 
 from .ir.lod import LoDTensor, create_lod_tensor
 from .ir.program import Block, Operator, Parameter, Program, Variable
 from .ir.scope import Scope, global_scope, scope_guard
+from .lod_tensor import create_random_int_lodtensor
 
 __version__ = "0.1.0"
 
@@ -51,7 +52,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "Block", "BuildStrategy", "CPUPlace", "CUDAPlace", "CompiledProgram", "ExecutionStrategy",
-    "DataFeeder", "core", "dataset", "nets",
+    "DataFeeder", "core", "create_random_int_lodtensor", "dataset", "lod_tensor", "nets",
     "Executor", "LayerHelper", "LoDTensor", "Operator",
     "ParamAttr", "Parameter", "Program", "Scope", "Variable", "create_lod_tensor", "debugger",
     "default_main_program", "default_startup_program", "errors", "global_scope", "initializer",

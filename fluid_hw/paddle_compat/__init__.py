@@ -9,8 +9,17 @@ This is deliberately not a top-level package named ``paddle``, which would shado
 a real PaddlePaddle install.
 """
 
+import sys
+
 from .. import dataset
 from . import reader
 from .batch import batch
+
+# ``import paddle.dataset.conll05 as conll05`` becomes
+# ``import fluid_hw.paddle_compat.dataset.conll05 as conll05``: the dataset modules
+# are importable under this package's name too.
+sys.modules[f"{__name__}.dataset"] = dataset
+for _name in dataset.__all__:
+    sys.modules[f"{__name__}.dataset.{_name}"] = getattr(dataset, _name)
 
 __all__ = ["batch", "dataset", "reader"]

@@ -41,7 +41,8 @@ ALLOWED: dict[str, set[str]] = {
     "onnx": {"frontend"},
     "core": {"ir", "backends.cpu", "backends.cuda"},  # Fluid's fluid.core names
     "dataset": set(),  # synthetic paddle.dataset stand-ins
-    "paddle_compat": {"dataset"},  # what a Fluid script imports as `paddle`
+    "paddle_compat": {"dataset"},
+    "lod_tensor": {"ir"},  # fluid.lod_tensor  # what a Fluid script imports as `paddle`
 }
 
 
