@@ -8,8 +8,10 @@ from . import (
     io,
     learning_rate_scheduler,
     lod_meta,
+    loss_more,
     math_ops,
     nn,
+    nn_more,
     resize,
     sequence,
     sequence_labeling,
@@ -23,8 +25,10 @@ from .extra_ops import *  # noqa: F403
 from .io import *  # noqa: F403
 from .learning_rate_scheduler import *  # noqa: F403
 from .lod_meta import *  # noqa: F403
+from .loss_more import *  # noqa: F403
 from .math_ops import *  # noqa: F403
 from .nn import *  # noqa: F403
+from .nn_more import *  # noqa: F403
 from .resize import *  # noqa: F403
 from .sequence import *  # noqa: F403
 from .sequence_labeling import *  # noqa: F403
@@ -35,4 +39,5 @@ __all__ = [*io.__all__, *nn.__all__, *math_ops.__all__, *tensor.__all__,
            *control_flow.__all__, *learning_rate_scheduler.__all__, *sequence.__all__,
            *resize.__all__, *extra_ops.__all__, *activation_more.__all__,
            *sequence_labeling.__all__,
-           *decoding.__all__, *lod_meta.__all__, *tensor_more.__all__]
+           *decoding.__all__, *lod_meta.__all__, *tensor_more.__all__,
+           *loss_more.__all__, *nn_more.__all__]

@@ -2,9 +2,10 @@
 
 ``elu``, ``relu6``, ``selu``, ``swish``, ``brelu``, ``soft_relu``, ``softplus``,
 ``softsign``, ``logsigmoid``, ``rsqrt``, ``stanh``, ``tanh_shrink``, ``softshrink``,
-``hard_shrink``, ``thresholded_relu``, ``atan``, ``acos``, ``asin``, ``pow``, and
+``hard_shrink``, ``thresholded_relu``, ``pow``, and
 ``prelu`` (a learned slope: input ``Alpha``).  The math is in the CPU kernels
-(``backends/cpu/kernels/activation_more.py``)."""
+(``backends/cpu/kernels/activation_more.py``).  The layers ``atan``, ``acos`` and
+``asin`` use the ops of ``onnx_extra.py``."""
 
 from __future__ import annotations
 
@@ -28,9 +29,6 @@ ACTIVATIONS: dict[str, tuple[Attr, ...]] = {
     "softshrink": (Attr("lambda", "float", 0.5, min=0.0),),
     "hard_shrink": (Attr("threshold", "float", 0.5, min=0.0),),
     "thresholded_relu": (Attr("threshold", "float", 1.0),),
-    "atan": (),
-    "acos": (),
-    "asin": (),
     "pow": (Attr("factor", "float", 1.0),),
 }
 

@@ -44,9 +44,6 @@ FORWARD: dict[str, F] = {
                                         np.where(x < -a["lambda"], x + a["lambda"], 0)),
     "hard_shrink": lambda x, a: np.where(np.abs(x) > a["threshold"], x, 0),
     "thresholded_relu": lambda x, a: np.where(x > a["threshold"], x, 0),
-    "atan": lambda x, a: np.arctan(x),
-    "acos": lambda x, a: np.arccos(x),
-    "asin": lambda x, a: np.arcsin(x),
     "pow": lambda x, a: np.power(x, a["factor"]),
 }
 
@@ -72,9 +69,6 @@ BACKWARD: dict[str, G] = {
     "softshrink": lambda x, d, a: d * (np.abs(x) > a["lambda"]),
     "hard_shrink": lambda x, d, a: d * (np.abs(x) > a["threshold"]),
     "thresholded_relu": lambda x, d, a: d * (x > a["threshold"]),
-    "atan": lambda x, d, a: d / (1 + x * x),
-    "acos": lambda x, d, a: -d / np.sqrt(1 - x * x),
-    "asin": lambda x, d, a: d / np.sqrt(1 - x * x),
     "pow": lambda x, d, a: d * a["factor"] * np.power(x, a["factor"] - 1),
 }
 
