@@ -74,7 +74,8 @@ CASES = [
     ProgramGradCase("l2_normalize", _one(lambda x: layers.l2_normalize(x, 1), (3, 4))),
     ProgramGradCase("layer_norm", _one(lambda x: layers.layer_norm(x, scale=False, shift=False),
                                        (2, 3, 2))),
-    ProgramGradCase("group_norm", _one(lambda x: layers.group_norm(x, 2, param_attr=False, bias_attr=False), (2, 4, 2, 1))),
+    ProgramGradCase("group_norm", _one(
+        lambda x: layers.group_norm(x, 2, param_attr=False, bias_attr=False), (2, 4, 2, 1))),
     ProgramGradCase("lrn", _one(lambda x: layers.lrn(x, n=3, alpha=0.5), (1, 4, 2, 1))),
     ProgramGradCase("pixel_shuffle", _one(lambda x: layers.pixel_shuffle(x, 2), (1, 4, 1, 2))),
     ProgramGradCase("clip_by_norm", _one(lambda x: layers.clip_by_norm(x, 0.5), (2, 3))),

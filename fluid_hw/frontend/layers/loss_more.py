@@ -143,7 +143,8 @@ def bpr_loss(input: Variable, label: Variable, name: str | None = None) -> Varia
     if len(input.shape) != 2 or c is None or c < 2:
         raise ShapeError(f"bpr_loss: input {input.name!r} must be [N, C] scores of C >= 2 "
                          f"classes, got {list(input.shape)}")
-    pos = M.reduce_sum(M.elementwise_mul(input, _one_hot_like(label, c, input)), dim=1, keep_dim=True)
+    pos = M.reduce_sum(M.elementwise_mul(input, _one_hot_like(label, c, input)), dim=1,
+                       keep_dim=True)
     diff = M.elementwise_sub(input, pos, axis=0)  # x_j - x_y
     # log(sigmoid(x_y - x_j)) = -softplus(x_j - x_y); the j = y term is -log 2
     total = M.reduce_sum(softplus(diff), dim=1, keep_dim=True)
