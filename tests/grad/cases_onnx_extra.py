@@ -1,5 +1,6 @@
 """Gradient-check cases for erf, hard_sigmoid, hard_swish, where, expand, cumsum,
-reduce_min, reduce_prod, elementwise_mod, elementwise_fmod and cumprod."""
+reduce_min, reduce_prod, elementwise_mod, elementwise_fmod, cumprod, tan, sinh, cosh,
+asin, acos, atan, asinh, acosh and atanh."""
 
 import numpy as np
 
@@ -48,4 +49,8 @@ CASES = [
              id="cumprod-exclusive-reverse"),
     GradCase("cumprod", {"X": np.array([[0.5, 0.0, 2.0, -1.5], [1.2, -0.7, 0.0, 0.0]])},
              {"axis": 1}, id="cumprod-zeros"),
+    *[GradCase(op, {"X": f64(3, 4, low=lo, high=hi)}, id=op)
+      for op, lo, hi in (("tan", -1.2, 1.2), ("sinh", -2, 2), ("cosh", -2, 2),
+                         ("asin", -0.9, 0.9), ("acos", -0.9, 0.9), ("atan", -3, 3),
+                         ("asinh", -3, 3), ("acosh", 1.1, 3), ("atanh", -0.9, 0.9))],
 ]

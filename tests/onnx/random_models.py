@@ -60,6 +60,10 @@ def _unary(op: str, dom: str = "any") -> Callable[[R], list[Case]]:
                 x = np.where(np.abs(x) < 0.1, F32(0.5), x)
             elif dom == "halves":
                 x = (r.integers(-8, 9, size=s) / 2).astype(F32)
+            elif dom == "unit":  # inside (-1, 1)
+                x = np.tanh(x).astype(F32) * F32(0.95)
+            elif dom == "ge1":
+                x = np.abs(x) + F32(1.05)
             dyn = [None, *s[1:]] if i == 4 else None
             out.append(node_case(op, [F(x, dyn)], opset=pick(r, OPSETS), id=f"{op}-{i}"))
         return out
@@ -849,11 +853,6 @@ def gen_mod(r: R) -> list[Case]:
     return out
 
 
-def gen_tan(r: R) -> list[Case]:
-    return [node_case("Tan", [F(normal(r, shape(r)))], opset=pick(r, (7, 22)), id="Tan",
-                      rtol=1e-4)]
-
-
 def gen_scatter_elements(r: R) -> list[Case]:
     out = []
     for i, red in enumerate(("none", "add", "mul", "max", "min", "none")):
@@ -1075,7 +1074,10 @@ GENERATORS: dict[str, Callable[[R], list[Case]]] = {
     "GatherElements": gen_gather_elements, "ConvTranspose": gen_conv_transpose, "Trilu": gen_trilu,
     "OneHot": gen_one_hot, "Hardmax": gen_hardmax, "EyeLike": gen_eye_like,
     "LpNormalization": gen_lp_normalization, "LpPool": gen_lp_pool, "IsNaN": gen_is_nan,
-    "IsInf": gen_is_inf, "Tan": gen_tan, "Mod": gen_mod,
+    "IsInf": gen_is_inf, "Mod": gen_mod, "Tan": _unary("Tan"), "Sinh": _unary("Sinh"),
+    "Cosh": _unary("Cosh"), "Asin": _unary("Asin", "unit"), "Acos": _unary("Acos", "unit"),
+    "Atan": _unary("Atan"), "Asinh": _unary("Asinh"), "Acosh": _unary("Acosh", "ge1"),
+    "Atanh": _unary("Atanh", "unit"),
     "ScatterElements": gen_scatter_elements, "ScatterND": gen_scatter_nd, "GatherND": gen_gather_nd,
     "CumSum": gen_cumsum, "CumProd": gen_cumprod,
     "ConstantOfShape": gen_constant_of_shape, "Range": gen_range,

@@ -397,13 +397,6 @@ def _is_inf(ctx: NodeCtx) -> None:
     ctx.emit("equal", {"X": x, "Y": inf}, {"axis": -1}, out=0)
 
 
-def _tan(ctx: NodeCtx) -> None:
-    _float(ctx)
-    x = ctx.var(0)
-    ctx.emit("elementwise_div", {"X": ctx.emit("sin", {"X": x}), "Y": ctx.emit("cos", {"X": x})},
-             {"axis": -1}, out=0)
-
-
 def _mod(ctx: NodeCtx) -> None:
     """Mod (the divisor's sign) or, with fmod=1, fmod (the dividend's sign)."""
     from ._import_ops import _binary
@@ -808,7 +801,6 @@ MORE: dict[str, OpImport] = {
                        "sqrt/elementwise_pow"),
     "IsNaN": OpImport(_is_nan, "not_equal"),
     "IsInf": OpImport(_is_inf, "abs, equal"),
-    "Tan": OpImport(_tan, "sin, cos, elementwise_div"),
     "Mod": OpImport(_mod, "elementwise_mod, or elementwise_fmod (fmod=1)"),
     "ScatterElements": OpImport(scatter_elements, "equal, where, reduce_* (unsqueeze2), "
                                 "where / elementwise ops"),

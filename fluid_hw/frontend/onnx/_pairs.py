@@ -63,6 +63,9 @@ PAIRS: tuple[Pair, ...] = (
             ("Cos", "cos"), ("Reciprocal", "reciprocal"), ("Not", "logical_not")),
     Pair("LeakyRelu", "leaky_relu", attrs=(Attr("alpha", "alpha", float, 0.01),)),
     Pair("Erf", "erf"),
+    *_unary(("Tan", "tan"), ("Sinh", "sinh"), ("Cosh", "cosh"), ("Asin", "asin"),
+            ("Acos", "acos"), ("Atan", "atan"), ("Asinh", "asinh"), ("Acosh", "acosh"),
+            ("Atanh", "atanh")),
     Pair("HardSigmoid", "hard_sigmoid", attrs=(Attr("alpha", "slope", float, 0.2),
                                                Attr("beta", "offset", float, 0.5))),
     Pair("Softmax", "softmax", attrs=_AXIS, imports=False),  # opset < 13 flattens

@@ -1,8 +1,9 @@
 """Ops that ONNX models need and no composition of other fluid ops expresses exactly,
 named and defined as in Paddle 1.5: ``erf``, ``hard_sigmoid``, ``hard_swish``,
 ``where``, ``expand`` (tiling), ``cumsum``, ``reduce_min``, ``reduce_prod``,
-``elementwise_mod`` and ``elementwise_fmod`` (Paddle 2's remainder and fmod) and
-``cumprod`` (Paddle 2's, with cumsum's exclusive and reverse)."""
+``elementwise_mod`` and ``elementwise_fmod`` (Paddle 2's remainder and fmod),
+``cumprod`` (Paddle 2's, with cumsum's exclusive and reverse) and ``tan``, ``sinh``,
+``cosh``, ``asin``, ``acos``, ``atan``, ``asinh``, ``acosh``, ``atanh``."""
 
 from __future__ import annotations
 
@@ -19,6 +20,14 @@ def _same(ctx: InferContext) -> None:
 
 
 define_op("erf", ["X"], ["Out"], doc="Out = erf(X), the Gauss error function.")(_same)
+#: trigonometric and hyperbolic functions and their inverses (Paddle's names; asin, acos
+#: and atan are also Paddle 1.5 activations, whose layers use these ops)
+TRIG = {"tan": "tan(X)", "sinh": "sinh(X)", "cosh": "cosh(X)", "asin": "arcsin(X), X in [-1, 1]",
+        "acos": "arccos(X), X in [-1, 1]", "atan": "arctan(X)", "asinh": "arsinh(X)",
+        "acosh": "arcosh(X), X >= 1", "atanh": "artanh(X), X in (-1, 1)"}
+for _name, _what in TRIG.items():
+    define_op(_name, ["X"], ["Out"], doc=f"Out = {_what}, element-wise (NaN outside the "
+              "domain).")(_same)
 define_op("hard_sigmoid", ["X"], ["Out"],
           [Attr("slope", "float", 0.2), Attr("offset", "float", 0.5)],
           doc="Out = min(max(slope * X + offset, 0), 1).")(_same)
@@ -126,9 +135,9 @@ def _declare() -> None:
     from ..grad import define_default_grad
     from ..registry import mark_category
 
-    for t in ("erf", "hard_sigmoid", "hard_swish"):
+    for t in ("erf", "hard_sigmoid", "hard_swish", *TRIG):
         define_default_grad(t, uses=("X",))
-    mark_category("elementwise", "erf", "hard_sigmoid", "hard_swish")
+    mark_category("elementwise", "erf", "hard_sigmoid", "hard_swish", *TRIG)
     define_default_grad("where", uses=("Condition", "X", "Y"), in_grads=("X", "Y"))
     define_default_grad("expand", uses=("X",))
     define_default_grad("cumsum", uses=("X",))

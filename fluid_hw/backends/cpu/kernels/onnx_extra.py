@@ -38,6 +38,20 @@ _FWD = {"erf": lambda x, a: erf(x), "hard_sigmoid": _hard_sigmoid,
         "hard_swish": _hard_swish}
 
 
+def _numpy(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    def run(x: np.ndarray, a: dict) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):  # NaN / inf off the domain
+            return np.asarray(fn(x)).astype(x.dtype, copy=False)
+
+    return run
+
+
+_FWD.update({"tan": _numpy(np.tan), "sinh": _numpy(np.sinh), "cosh": _numpy(np.cosh),
+             "asin": _numpy(np.arcsin), "acos": _numpy(np.arccos), "atan": _numpy(np.arctan),
+             "asinh": _numpy(np.arcsinh), "acosh": _numpy(np.arccosh),
+             "atanh": _numpy(np.arctanh)})
+
+
 def _hard_sigmoid_grad(x: np.ndarray, d: np.ndarray, a: dict) -> np.ndarray:
     v = x * a["slope"] + a["offset"]
     return d * ((v > 0) & (v < 1)) * a["slope"]
@@ -54,6 +68,15 @@ _GRAD = {
     "erf_grad": lambda x, d, a: d * (2 / math.sqrt(math.pi)) * np.exp(-x * x),
     "hard_sigmoid_grad": _hard_sigmoid_grad,
     "hard_swish_grad": _hard_swish_grad,
+    "tan_grad": lambda x, d, a: d / np.square(np.cos(x)),
+    "sinh_grad": lambda x, d, a: d * np.cosh(x),
+    "cosh_grad": lambda x, d, a: d * np.sinh(x),
+    "asin_grad": lambda x, d, a: d / np.sqrt(1 - x * x),
+    "acos_grad": lambda x, d, a: -d / np.sqrt(1 - x * x),
+    "atan_grad": lambda x, d, a: d / (1 + x * x),
+    "asinh_grad": lambda x, d, a: d / np.sqrt(x * x + 1),
+    "acosh_grad": lambda x, d, a: d / np.sqrt(x * x - 1),
+    "atanh_grad": lambda x, d, a: d / (1 - x * x),
 }
 
 
