@@ -1,4 +1,4 @@
-# ruff: noqa: UP010, UP030, UP031, UP032, B007, RUF059, RUF100  (the style of Fluid 1.5 scripts)
+# ruff: noqa: UP010, UP030, UP031, UP032, B007, RUF059, RUF100, SIM113, SIM117  (the style of Fluid 1.5 scripts)
 """Paddle book chapter 3, image_classification: ResNet and VGG (with batch norm
 and dropout) on CIFAR-10, written as for Fluid 1.5. Only the imports differ from a
 Paddle script (``paddle`` is fluid-hw's ``paddle_compat``, whose

@@ -1,4 +1,4 @@
-# ruff: noqa: UP010, UP030, UP031, UP032, B007, RUF059, RUF100  (the style of Fluid 1.5 scripts)
+# ruff: noqa: UP010, UP030, UP031, UP032, B007, RUF059, RUF100, SIM113, SIM117  (the style of Fluid 1.5 scripts)
 """Paddle book chapter 7, label_semantic_roles: a deep bidirectional LSTM over
 eight features (word, five context words, predicate, mark) with pretrained word
 embeddings, trained with a linear-chain CRF and decoded with ``crf_decoding``, on

@@ -11,7 +11,7 @@ They are for running the Paddle book chapters and Fluid scripts, not for
 measuring a model's accuracy on the real data.
 """
 
-from . import cifar, conll05, imdb, imikolov, mnist, movielens, uci_housing, wmt14
+from . import cifar, conll05, imdb, imikolov, mnist, movielens, uci_housing, wmt14, wmt16
 
 __all__ = ["cifar", "conll05", "imdb", "imikolov", "mnist", "movielens", "uci_housing",
-           "wmt14"]
+           "wmt14", "wmt16"]

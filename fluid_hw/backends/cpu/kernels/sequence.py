@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ....ir import dtypes
-from ....ir.lod import lengths_to_offsets
+from ....ir.lod import LoDTensor, lengths_to_offsets
 from ....ir.ops.sequence import GRU_UNIT_ACTS
 from ..context import KernelContext
 from . import register_kernel
@@ -191,14 +191,22 @@ def _expand_plan(ctx: KernelContext) -> tuple[np.ndarray, Lod]:
         parts.extend([seq] * int(c))
         pieces.extend([seq.size] * int(c))
     rows = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-    lod = [lengths_to_offsets(pieces)] if x_lod else [lengths_to_offsets(counts.tolist())]
+    # X without LoD gives a plain tensor, as Fluid's (the beam search of the book's
+    # machine translation expands its state this way and reads it as rows)
+    lod = [lengths_to_offsets(pieces)] if x_lod else []
     return rows, lod
 
 
 @register_kernel("sequence_expand")
 def sequence_expand(ctx: KernelContext) -> None:
     rows, lod = _expand_plan(ctx)
-    ctx.set_output("Out", ctx.input("X")[rows], lod=lod)
+    out = ctx.input("X")[rows]
+    # without LoD, a LoDTensor holding none: the executor's LoD sharing must not
+    # give Out the LoD of Y, whose rows it may happen to match
+    if lod:
+        ctx.set_output("Out", out, lod=lod)
+    else:
+        ctx.set_output("Out", LoDTensor(out))
 
 
 @register_kernel("sequence_expand_grad")
