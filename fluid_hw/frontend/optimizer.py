@@ -38,6 +38,10 @@ from .regularizer import WeightDecayRegularizer, append_regularization_ops
 __all__ = [
     "Adam", "AdamOptimizer", "Momentum", "MomentumOptimizer", "Optimizer", "RMSProp",
     "RMSPropOptimizer", "SGD", "SGDOptimizer",
+    # Fluid 1.5's others (issue 20)
+    "Adadelta", "AdadeltaOptimizer", "Adagrad", "AdagradOptimizer", "Adamax",
+    "AdamaxOptimizer", "DecayedAdagrad", "DecayedAdagradOptimizer", "Ftrl", "FtrlOptimizer",
+    "LarsMomentum", "LarsMomentumOptimizer",
 ]
 
 ROLE = "optimize"
@@ -347,7 +351,202 @@ class RMSProp(Optimizer):
              "centered": self._centered})
 
 
+class Adagrad(Optimizer):
+    """``m += g^2``; ``param -= lr * g / (sqrt(m) + epsilon)``."""
+
+    type = "adagrad"
+    _moment = "moment"
+
+    def __init__(self, learning_rate: float | Variable, epsilon: float = 1.0e-6,
+                 regularization: WeightDecayRegularizer | None = None, name: str | None = None,
+                 initial_accumulator_value: float = 0.0,
+                 grad_clip: GradientClipBase | None = None) -> None:
+        super().__init__(learning_rate, regularization, grad_clip, name)
+        cls = type(self).__name__
+        self._epsilon = _hyper(cls, "epsilon", epsilon, lo=0.0)
+        self._initial = _hyper(cls, "initial_accumulator_value", initial_accumulator_value,
+                               lo=0.0)
+
+    def _create_accumulators(self, block: Block, parameters: list[Parameter]) -> None:
+        for p in parameters:
+            self._add_accumulator(self._moment, p, self._initial)
+
+    def _append_optimize_op(self, block: Block, param: Parameter, grad: Variable) -> Operator:
+        m = self._get_accumulator(self._moment, param)
+        return self._update_op(
+            block, param, grad,
+            {"Param": param, "Grad": grad, "Moment": m,
+             "LearningRate": self._create_param_lr(param)},
+            {"ParamOut": param, "MomentOut": m}, {"epsilon": self._epsilon})
+
+
+class DecayedAdagrad(Optimizer):
+    """``m = decay * m + (1 - decay) * g^2``; ``param -= lr * g / (sqrt(m) + epsilon)``."""
+
+    type = "decayed_adagrad"
+    _moment = "moment"
+
+    def __init__(self, learning_rate: float | Variable, decay: float = 0.95,
+                 epsilon: float = 1.0e-6, regularization: WeightDecayRegularizer | None = None,
+                 name: str | None = None, grad_clip: GradientClipBase | None = None) -> None:
+        super().__init__(learning_rate, regularization, grad_clip, name)
+        cls = type(self).__name__
+        self._decay = _hyper(cls, "decay", decay, 0.0, 1.0)
+        self._epsilon = _hyper(cls, "epsilon", epsilon, lo=0.0)
+
+    def _create_accumulators(self, block: Block, parameters: list[Parameter]) -> None:
+        for p in parameters:
+            self._add_accumulator(self._moment, p)
+
+    def _append_optimize_op(self, block: Block, param: Parameter, grad: Variable) -> Operator:
+        m = self._get_accumulator(self._moment, param)
+        return self._update_op(
+            block, param, grad,
+            {"Param": param, "Grad": grad, "Moment": m,
+             "LearningRate": self._create_param_lr(param)},
+            {"ParamOut": param, "MomentOut": m},
+            {"decay": self._decay, "epsilon": self._epsilon})
+
+
+class Adamax(Optimizer):
+    """Adam with the infinity norm: ``u = max(beta2 * u + eps, |g|)``;
+    ``param -= lr / (1 - beta1^t) * m / u``."""
+
+    type = "adamax"
+    _moment = "moment"
+    _inf_norm = "inf_norm"
+    _beta1_pow = "beta1_pow_acc"
+
+    def __init__(self, learning_rate: float | Variable = 0.001, beta1: float = 0.9,
+                 beta2: float = 0.999, epsilon: float = 1e-8,
+                 regularization: WeightDecayRegularizer | None = None, name: str | None = None,
+                 grad_clip: GradientClipBase | None = None) -> None:
+        super().__init__(learning_rate, regularization, grad_clip, name)
+        cls = type(self).__name__
+        self._beta1 = _hyper(cls, "beta1", beta1, 0.0, 1.0, hi_open=True)
+        self._beta2 = _hyper(cls, "beta2", beta2, 0.0, 1.0, hi_open=True)
+        self._epsilon = _hyper(cls, "epsilon", epsilon, lo=0.0)
+
+    def _create_accumulators(self, block: Block, parameters: list[Parameter]) -> None:
+        for p in parameters:
+            self._add_accumulator(self._moment, p)
+            self._add_accumulator(self._inf_norm, p)
+            self._add_accumulator(self._beta1_pow, p, self._beta1, shape=[1])
+
+    def _append_optimize_op(self, block: Block, param: Parameter, grad: Variable) -> Operator:
+        m = self._get_accumulator(self._moment, param)
+        u = self._get_accumulator(self._inf_norm, param)
+        b1p = self._get_accumulator(self._beta1_pow, param)
+        return self._update_op(
+            block, param, grad,
+            {"Param": param, "Grad": grad, "LearningRate": self._create_param_lr(param),
+             "Moment": m, "InfNorm": u, "Beta1Pow": b1p},
+            {"ParamOut": param, "MomentOut": m, "InfNormOut": u, "Beta1PowOut": b1p},
+            {"beta1": self._beta1, "beta2": self._beta2, "epsilon": self._epsilon})
+
+
+class Adadelta(Optimizer):
+    """Adadelta (Paddle's: the learning rate is not used by the update)."""
+
+    type = "adadelta"
+    _avg_sq_grad = "_avg_squared_grad"
+    _avg_sq_update = "_avg_squared_update"
+
+    def __init__(self, learning_rate: float | Variable, epsilon: float = 1.0e-6,
+                 rho: float = 0.95, regularization: WeightDecayRegularizer | None = None,
+                 name: str | None = None, grad_clip: GradientClipBase | None = None) -> None:
+        super().__init__(learning_rate, regularization, grad_clip, name)
+        cls = type(self).__name__
+        self._epsilon = _hyper(cls, "epsilon", epsilon, lo=0.0)
+        self._rho = _hyper(cls, "rho", rho, 0.0, 1.0)
+
+    def _create_accumulators(self, block: Block, parameters: list[Parameter]) -> None:
+        for p in parameters:
+            self._add_accumulator(self._avg_sq_grad, p)
+            self._add_accumulator(self._avg_sq_update, p)
+
+    def _append_optimize_op(self, block: Block, param: Parameter, grad: Variable) -> Operator:
+        g2 = self._get_accumulator(self._avg_sq_grad, param)
+        u2 = self._get_accumulator(self._avg_sq_update, param)
+        return self._update_op(
+            block, param, grad,
+            {"Param": param, "Grad": grad, "AvgSquaredGrad": g2, "AvgSquaredUpdate": u2},
+            {"ParamOut": param, "AvgSquaredGradOut": g2, "AvgSquaredUpdateOut": u2},
+            {"epsilon": self._epsilon, "rho": self._rho})
+
+
+class Ftrl(Optimizer):
+    """FTRL-proximal with L1 / L2 regularisation (``l1``, ``l2``) and a learning-rate
+    power ``lr_power``."""
+
+    type = "ftrl"
+    _squared = "squared"
+    _linear = "linear"
+
+    def __init__(self, learning_rate: float | Variable, l1: float = 0.0, l2: float = 0.0,
+                 lr_power: float = -0.5, regularization: WeightDecayRegularizer | None = None,
+                 name: str | None = None, grad_clip: GradientClipBase | None = None) -> None:
+        super().__init__(learning_rate, regularization, grad_clip, name)
+        cls = type(self).__name__
+        self._l1 = _hyper(cls, "l1", l1, lo=0.0)
+        self._l2 = _hyper(cls, "l2", l2, lo=0.0)
+        self._lr_power = _hyper(cls, "lr_power", lr_power, hi=0.0)
+
+    def _create_accumulators(self, block: Block, parameters: list[Parameter]) -> None:
+        for p in parameters:
+            self._add_accumulator(self._squared, p)
+            self._add_accumulator(self._linear, p)
+
+    def _append_optimize_op(self, block: Block, param: Parameter, grad: Variable) -> Operator:
+        sq = self._get_accumulator(self._squared, param)
+        lin = self._get_accumulator(self._linear, param)
+        return self._update_op(
+            block, param, grad,
+            {"Param": param, "Grad": grad, "SquaredAccumulator": sq, "LinearAccumulator": lin,
+             "LearningRate": self._create_param_lr(param)},
+            {"ParamOut": param, "SquaredAccumOut": sq, "LinearAccumOut": lin},
+            {"l1": self._l1, "l2": self._l2, "lr_power": self._lr_power})
+
+
+class LarsMomentum(Optimizer):
+    """Momentum with a layer-wise adaptive rate: ``local_lr = lr * lars_coeff * |param| /
+    (|grad| + lars_weight_decay * |param|)``."""
+
+    type = "lars_momentum"
+    _velocity = "velocity"
+
+    def __init__(self, learning_rate: float | Variable, momentum: float,
+                 lars_coeff: float = 0.001, lars_weight_decay: float = 0.0005,
+                 regularization: WeightDecayRegularizer | None = None, name: str | None = None,
+                 grad_clip: GradientClipBase | None = None) -> None:
+        super().__init__(learning_rate, regularization, grad_clip, name)
+        cls = type(self).__name__
+        self._momentum = _hyper(cls, "momentum", momentum, lo=0.0)
+        self._lars_coeff = _hyper(cls, "lars_coeff", lars_coeff, lo=0.0)
+        self._lars_weight_decay = _hyper(cls, "lars_weight_decay", lars_weight_decay, lo=0.0)
+
+    def _create_accumulators(self, block: Block, parameters: list[Parameter]) -> None:
+        for p in parameters:
+            self._add_accumulator(self._velocity, p)
+
+    def _append_optimize_op(self, block: Block, param: Parameter, grad: Variable) -> Operator:
+        v = self._get_accumulator(self._velocity, param)
+        return self._update_op(
+            block, param, grad,
+            {"Param": param, "Grad": grad, "Velocity": v,
+             "LearningRate": self._create_param_lr(param)},
+            {"ParamOut": param, "VelocityOut": v},
+            {"mu": self._momentum, "lars_coeff": self._lars_coeff,
+             "lars_weight_decay": self._lars_weight_decay})
+
+
 # Fluid's longer names
+AdagradOptimizer = Adagrad
+DecayedAdagradOptimizer = DecayedAdagrad
+AdamaxOptimizer = Adamax
+AdadeltaOptimizer = Adadelta
+FtrlOptimizer = Ftrl
+LarsMomentumOptimizer = LarsMomentum
 SGDOptimizer = SGD
 MomentumOptimizer = Momentum
 AdamOptimizer = Adam

@@ -22,6 +22,7 @@ from . import (  # noqa: F401
     onnx_extra,
     onnx_quant,
     optimizer,
+    optimizer_more,
     quant,
     random,
     sequence,

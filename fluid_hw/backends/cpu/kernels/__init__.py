@@ -68,6 +68,7 @@ def _load() -> None:
             onnx_extra,
             onnx_quant,
             optimizer,
+            optimizer_more,
             quant,
             random,
             sequence,
