@@ -100,7 +100,7 @@ def test_each_trains_a_regression(name):
 
 
 def test_bad_hyper_parameters_are_named():
-    with pytest.raises(OpAttrError, match="AdamaxOptimizer|Adamax: beta1"):
+    with pytest.raises(OpAttrError, match="Adamax: beta1"):
         fluid.optimizer.AdamaxOptimizer(0.1, beta1=1.5)
     with pytest.raises(OpAttrError, match="Ftrl: lr_power"):
         fluid.optimizer.Ftrl(0.1, lr_power=0.5)
