@@ -205,6 +205,14 @@ TOOLS: dict[str, Tool] = {t.key: t for t in (
     Tool("mpiexec", "FLUID_HW_MPIEXEC", "mpiexec", "mpich", "mpiexec",
          purpose="cluster back end: launching the ranks (its own lookup: "
                  "`backends.cluster.launch.find_mpiexec`)"),
+    *(Tool(name, f"FLUID_HW_{name.upper()}", name, None, name,
+           install_hint="on a Slurm cluster's login node it is on PATH; to try Slurm on one "
+                        "machine, `apt-get install slurm-wlm munge` (docs/cluster.md)",
+           purpose=f"`fluid-hw launch --scheduler slurm`: {use}")
+      for name, use in (("sbatch", "submitting the job"),
+                        ("srun", "starting the ranks in the allocation"),
+                        ("scontrol", "following the job's state"),
+                        ("scancel", "cancelling the job"))),
     Tool("c++", "FLUID_HW_CXX", "g++", None, "c++", fallbacks=("c++", "clang++"),
          aliases=("CXX",), install_hint="install one (apt-get install g++)",
          purpose="Verilator's C++ and the CUDA back end's host shim"),

@@ -22,6 +22,27 @@ def _run(args: argparse.Namespace) -> int:
         spec.check()
         print_commands(spec, sys.stdout.write)
         return 0
+    if args.emit == "k8s":
+        from ..backends.cluster.k8s import K8sOptions, write_manifest
+
+        spec.check()
+        write_manifest(spec, K8sOptions(
+            image=args.image, name=args.job_name, namespace=args.namespace, cpu=args.cpu,
+            memory=args.memory, workers=args.nodes, checkpoint_pvc=args.checkpoint_pvc),
+            args.output)
+        if args.output != "-":
+            print(f"fluid-hw launch: wrote {args.output}; start it with kubectl apply -f "
+                  f"{args.output}", file=sys.stderr)
+        return 0
+    if args.scheduler == "slurm":
+        from ..backends.cluster.slurm import SlurmOptions, run_slurm
+
+        opts = SlurmOptions(partition=args.partition, time=args.time, nodes=args.nodes,
+                            ntasks_per_node=args.ntasks_per_node,
+                            sbatch_args=list(args.sbatch_arg or []), job_name=args.job_name,
+                            job_dir=args.job_dir)
+        opts.check(spec)
+        return launch(spec, run=run_slurm(opts))
     return launch(spec)
 
 
@@ -59,6 +80,32 @@ def register(sub: Any) -> None:
                    "hydra's mpiexec with --hosts)")
     p.add_argument("--print-commands", action="store_true",
                    help="print the mpiexec and srun commands for a real cluster; run nothing")
+    g = p.add_argument_group("Slurm (--scheduler slurm) and Kubernetes (--emit k8s)")
+    g.add_argument("--scheduler", choices=["local", "slurm"], default="local",
+                   help="local: mpiexec on this machine or --hosts (default); slurm: submit "
+                   "with sbatch (or srun inside an allocation)")
+    g.add_argument("--partition", help="Slurm partition")
+    g.add_argument("--time", help="Slurm time limit (minutes, HH:MM:SS, D-HH:MM)")
+    g.add_argument("--nodes", type=int, help="Slurm nodes; with --emit k8s: worker pods "
+                   "(default: one per rank)")
+    g.add_argument("--ntasks-per-node", type=int, help="Slurm tasks (ranks) per node")
+    g.add_argument("--sbatch-arg", action="append", metavar="ARG",
+                   help="an extra sbatch argument, e.g. --sbatch-arg=--qos=high (repeatable)")
+    g.add_argument("--job-name", help="the Slurm job's or MPIJob's name")
+    g.add_argument("--job-dir", help="Slurm batch scripts, outputs and per-role logs "
+                   "(default build/cluster/<script>/slurm; on a shared file system)")
+    g.add_argument("--emit", choices=["k8s"], help="write a Kubeflow MPI-operator MPIJob "
+                   "manifest for the job instead of running it")
+    g.add_argument("--image", help="with --emit k8s: the container image (fluid-hw and the "
+                   "script inside)")
+    g.add_argument("--namespace", default="default", help="with --emit k8s: the namespace")
+    g.add_argument("--cpu", default="1", help="with --emit k8s: CPUs per worker (default 1)")
+    g.add_argument("--memory", default="2Gi", help="with --emit k8s: memory per worker "
+                   "(default 2Gi)")
+    g.add_argument("--checkpoint-pvc", help="with --emit k8s: a PersistentVolumeClaim mounted "
+                   "at the checkpoint folder (else checkpoints live and die with the pods)")
+    g.add_argument("-o", "--output", default="-", help="with --emit k8s: the manifest file "
+                   "(default: stdout)")
     p.add_argument("script", help="the training script")
     p.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
     p.set_defaults(fn=_run)

@@ -62,10 +62,12 @@ def _kill_tagged(tag: str) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def start(args: Sequence[str], tag: str | None = None) -> tuple[subprocess.Popen[str], str]:
+def start(args: Sequence[str], tag: str | None = None, env: dict[str, str] | None = None
+          ) -> tuple[subprocess.Popen[str], str]:
+    """``fluid-hw launch ARGS`` started; ``env``: more variables (e.g. ``SLURM_CONF``)."""
     tag = tag or uuid.uuid4().hex
-    env = {**os.environ, "FLUID_HW_TEST_TAG": tag, "FLUID_HW_COMM_TIMEOUT": str(RANK_TIMEOUT_S),
-           "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, **(env or {}), "FLUID_HW_TEST_TAG": tag,
+           "FLUID_HW_COMM_TIMEOUT": str(RANK_TIMEOUT_S), "PYTHONUNBUFFERED": "1"}
     p = subprocess.Popen([sys.executable, "-m", "fluid_hw.cli.main", "launch", *args],
                          cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True, start_new_session=True)
@@ -106,10 +108,11 @@ def lines_until(p: subprocess.Popen[str], deadline: float) -> Iterator[str]:
         yield line
 
 
-def launch(args: Sequence[str], timeout: float = 120) -> Job:
+def launch(args: Sequence[str], timeout: float = 120, env: dict[str, str] | None = None
+           ) -> Job:
     """Run ``fluid-hw launch ARGS`` to the end (killing it after ``timeout``)."""
     t0 = time.time()
-    p, tag = start(args)
+    p, tag = start(args, env=env)
     try:
         out, _ = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -146,3 +149,25 @@ def load_params(d: Path) -> dict[str, object]:
     import numpy as np
 
     return {f.stem: np.load(f, allow_pickle=False) for f in sorted(Path(d).glob("*.npy"))}
+
+
+#: steps of the jobs compared with a plain run
+STEPS = 20
+
+
+def plain_run(out: Path, steps: int = STEPS, extra: Sequence[str] = ()) -> dict[str, object]:
+    """The single-process reference run of the example; its saved parameters."""
+    r = subprocess.run([sys.executable, str(EXAMPLE), "--steps", str(steps), "--log-every", "0",
+                        "--save-params", str(out), *extra], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return load_params(out)
+
+
+def assert_same(a: dict[str, object], b: dict[str, object], atol: float = 1e-6) -> None:
+    """Equal parameter sets, up to ``atol`` (docs/cluster.md: float32 rounding)."""
+    import numpy as np
+
+    assert sorted(a) == sorted(b)
+    for k in a:
+        np.testing.assert_allclose(a[k], b[k], rtol=0, atol=atol, err_msg=k)

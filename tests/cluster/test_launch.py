@@ -11,12 +11,12 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 
 from .mpi_job import (
     EXAMPLE,
     ROOT,
+    STEPS,
     Job,
     launch,
     leftovers,
@@ -25,30 +25,15 @@ from .mpi_job import (
     start,
     stop,
 )
+from .mpi_job import assert_same as _assert_same
+from .mpi_job import plain_run as _plain
 
 pytest.importorskip("mpi4py")
-
-STEPS = 20
-
-
-def _plain(out, steps=STEPS, extra=()):
-    """The single-process reference run of the example."""
-    r = subprocess.run([sys.executable, str(EXAMPLE), "--steps", str(steps), "--log-every", "0",
-                        "--save-params", str(out), *extra], cwd=ROOT, capture_output=True,
-                       text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return load_params(out)
 
 
 @pytest.fixture(scope="module")
 def reference(moddir):
     return _plain(moddir / "plain")
-
-
-def _assert_same(a, b, atol=1e-6):
-    assert sorted(a) == sorted(b)
-    for k in a:
-        np.testing.assert_allclose(a[k], b[k], rtol=0, atol=atol, err_msg=k)
 
 
 @pytest.mark.parametrize("mode", ["sync", "collective"])

@@ -3,6 +3,6 @@
 
 from __future__ import annotations
 
-from ...errors import ClusterError, LaunchError, TranspileError, WireError
+from ...errors import ClusterError, LaunchError, MasterError, TranspileError, WireError
 
-__all__ = ["ClusterError", "TranspileError", "WireError", "LaunchError"]
+__all__ = ["ClusterError", "TranspileError", "WireError", "LaunchError", "MasterError"]

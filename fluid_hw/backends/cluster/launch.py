@@ -303,10 +303,18 @@ def run_once(spec: LaunchSpec, resume: bool, write: Callable[[str], None]) -> in
         write(f"fluid-hw launch: {cmd[0]} is not MPICH's mpiexec.gforker; if it is hydra, its "
               "control port listens on every interface while the job runs (docs/cluster.md, "
               "'Security')\n")
-    before = shm_snapshot()
     full_env = {**os.environ, **env, **secret_env(spec)}
     if not spec.hosts:
         full_env.pop(KEY_FILE_ENV, None)  # the launch's own key is the one in force
+    return run_command(cmd, full_env, job_id, spec.timeout, write)
+
+
+def run_command(cmd: list[str], full_env: dict[str, str], job_id: str, timeout: float | None,
+                write: Callable[[str], None]) -> int:
+    """Run a launcher command (``mpiexec`` or ``srun``) in a session of its own, its
+    output to ``write``; stop it after ``timeout`` (exit code 124) or on Ctrl-C, then
+    kill what carries ``job_id`` and remove the MPI segments it left."""
+    before = shm_snapshot()
     proc = subprocess.Popen(cmd, env=full_env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, bufsize=1,
                             start_new_session=True)
@@ -315,9 +323,9 @@ def run_once(spec: LaunchSpec, resume: bool, write: Callable[[str], None]) -> in
     rc: int | None = None
     try:
         try:
-            rc = proc.wait(timeout=spec.timeout)
+            rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            write(f"fluid-hw launch: the job ran past --timeout {spec.timeout:g} s; "
+            write(f"fluid-hw launch: the job ran past --timeout {timeout:g} s; "
                   "stopping it\n")
             rc = 124
     finally:
@@ -345,8 +353,10 @@ def run_once(spec: LaunchSpec, resume: bool, write: Callable[[str], None]) -> in
     return rc
 
 
-def launch(spec: LaunchSpec, write: Callable[[str], None] | None = None) -> int:
-    """Run the job (and restart it from its checkpoint up to ``max_restarts`` times)."""
+def launch(spec: LaunchSpec, write: Callable[[str], None] | None = None,
+           run: Callable[[LaunchSpec, bool, Callable[[str], None]], int] = run_once) -> int:
+    """Run the job (and restart it from its checkpoint up to ``max_restarts`` times);
+    ``run`` runs it once (default: MPI on this machine or ``--hosts``)."""
     spec.check()
     spec.check_key()
 
@@ -361,20 +371,21 @@ def launch(spec: LaunchSpec, write: Callable[[str], None] | None = None) -> int:
             raise KeyboardInterrupt  # runs run_once's clean-up
         old = signal.signal(signal.SIGTERM, _term)
     try:
-        return _launch(spec, out)
+        return _launch(spec, out, run)
     finally:
         if old is not None:
             signal.signal(signal.SIGTERM, old)
 
 
-def _launch(spec: LaunchSpec, out: Callable[[str], None]) -> int:
+def _launch(spec: LaunchSpec, out: Callable[[str], None],
+            run: Callable[[LaunchSpec, bool, Callable[[str], None]], int] = run_once) -> int:
     resume = spec.resume
     attempt = 0
     while True:
         if resume:
             out(f"fluid-hw launch: resuming from the last complete checkpoint in "
                 f"{spec.ckpt_dir()} ({_describe_checkpoints(spec)})\n")
-        rc = run_once(spec, resume, out)
+        rc = run(spec, resume, out)
         if rc == 0 or rc == 124 or attempt >= spec.max_restarts:
             return rc
         attempt += 1
