@@ -15,6 +15,7 @@ from . import (
     resize,
     sequence,
     sequence_labeling,
+    sequence_more,
     tensor,
     tensor_more,
 )
@@ -32,6 +33,7 @@ from .nn_more import *  # noqa: F403
 from .resize import *  # noqa: F403
 from .sequence import *  # noqa: F403
 from .sequence_labeling import *  # noqa: F403
+from .sequence_more import *  # noqa: F403
 from .tensor import *  # noqa: F403
 from .tensor_more import *  # noqa: F403
 
@@ -40,4 +42,4 @@ __all__ = [*io.__all__, *nn.__all__, *math_ops.__all__, *tensor.__all__,
            *resize.__all__, *extra_ops.__all__, *activation_more.__all__,
            *sequence_labeling.__all__,
            *decoding.__all__, *lod_meta.__all__, *tensor_more.__all__,
-           *loss_more.__all__, *nn_more.__all__]
+           *loss_more.__all__, *nn_more.__all__, *sequence_more.__all__]

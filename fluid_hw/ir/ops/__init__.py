@@ -27,6 +27,7 @@ from . import (  # noqa: F401
     random,
     sequence,
     sequence_labeling,
+    sequence_more,
     tensor,
     tensor_more,
 )

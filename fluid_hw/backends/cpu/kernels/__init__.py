@@ -73,6 +73,7 @@ def _load() -> None:
             random,
             sequence,
             sequence_labeling,
+            sequence_more,
             tensor,
             tensor_more,
         )
