@@ -19,6 +19,7 @@ from .frontend import (
     backward,
     clip,
     debugger,
+    framework,
     initializer,
     io,
     layers,
@@ -52,7 +53,8 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "Block", "BuildStrategy", "CPUPlace", "CUDAPlace", "CompiledProgram", "ExecutionStrategy",
-    "DataFeeder", "core", "create_random_int_lodtensor", "dataset", "lod_tensor", "nets",
+    "DataFeeder", "core", "create_random_int_lodtensor", "dataset", "framework", "lod_tensor",
+    "nets",
     "Executor", "LayerHelper", "LoDTensor", "Operator",
     "ParamAttr", "Parameter", "Program", "Scope", "Variable", "create_lod_tensor", "debugger",
     "default_main_program", "default_startup_program", "errors", "global_scope", "initializer",
