@@ -905,6 +905,19 @@ def gen_scatter_nd(r: R) -> list[Case]:
     return out
 
 
+def gen_reverse_sequence(r: R) -> list[Case]:
+    out = []
+    for i in range(3):
+        t, b = int(r.integers(2, 6)), int(r.integers(1, 4))
+        s = [t, b, 3] if i != 1 else [b, t]
+        lens = r.integers(1, t + 1, size=b).astype(np.int64)
+        x = normal(r, s) if i != 2 else ints(r, s)
+        attrs = {"time_axis": 1, "batch_axis": 0} if i == 1 else {}
+        out.append(node_case("ReverseSequence", [F(x), (C if i == 0 else F)(lens)], attrs,
+                             opset=pick(r, (10, 22)), id=f"ReverseSequence-{i}"))
+    return out
+
+
 def gen_gather_elements(r: R) -> list[Case]:
     out = []
     for k in range(4):
@@ -1072,6 +1085,7 @@ GENERATORS: dict[str, Callable[[R], list[Case]]] = {
     "Erf": gen_erf, "HardSigmoid": gen_hard_sigmoid, "HardSwish": gen_hard_swish,
     "Gelu": gen_gelu, "Where": gen_where, "Expand": gen_expand, "Tile": gen_tile,
     "GatherElements": gen_gather_elements, "ConvTranspose": gen_conv_transpose, "Trilu": gen_trilu,
+    "ReverseSequence": gen_reverse_sequence,
     "OneHot": gen_one_hot, "Hardmax": gen_hardmax, "EyeLike": gen_eye_like,
     "LpNormalization": gen_lp_normalization, "LpPool": gen_lp_pool, "IsNaN": gen_is_nan,
     "IsInf": gen_is_inf, "Mod": gen_mod, "Tan": _unary("Tan"), "Sinh": _unary("Sinh"),

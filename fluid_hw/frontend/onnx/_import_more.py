@@ -138,6 +138,13 @@ def _gather_elements(ctx: NodeCtx) -> None:
     c = ctx.const(1)
     if c is None or (c < 0).any():
         idx = _wrap_negative(ctx, idx, n)
+    _select_along(ctx, data, idx, axis, r, n)
+
+
+def _select_along(ctx: NodeCtx, data: str, idx: str, axis: int, r: int, n: int) -> None:
+    """Output 0 = data[.., idx[.., j, ..], ..] along ``axis`` (``idx``: int64 in [0, n),
+    of rank ``r``, broadcasting into data's other dims): idx compared with 0..n-1 on a
+    new axis after ``axis``, the data picked there and that axis summed away."""
     idx = ctx.emit("unsqueeze2", {"X": idx}, {"axes": [axis + 1]})
     hit = ctx.emit("equal", {"X": idx, "Y": positions(ctx, n, axis + 1, r + 1)},
                    {"axis": -1}, hint="hit")
@@ -145,6 +152,34 @@ def _gather_elements(ctx: NodeCtx) -> None:
                                 "X": ctx.emit("unsqueeze2", {"X": data}, {"axes": [axis]}),
                                 "Y": ctx.param(np.zeros([1], ctx.dtype(0)), "zero")})
     ctx.emit("reduce_sum", {"X": picked}, {"dim": [axis + 1], "keep_dim": False}, out=0)
+
+
+def _reverse_sequence(ctx: NodeCtx) -> None:
+    """Each batch entry's first sequence_lens[b] steps reversed: step t reads step
+    len_b - 1 - t where t < len_b, else itself (a selection along the time axis)."""
+    xs = ctx.shape(0)
+    r = len(xs)
+    t_ax, b_ax = int(ctx.attr("time_axis", 0)), int(ctx.attr("batch_axis", 1))
+    if r < 2 or {t_ax, b_ax} != {0, 1}:
+        ctx.fail(f"time_axis {t_ax} and batch_axis {b_ax} must be 0 and 1 (in either order) "
+                 f"of an input of rank >= 2, got rank {r}")
+    t = xs[t_ax]
+    if t < 0:
+        ctx.fail(f"input of shape {xs}: the time axis must be known at import time")
+    if nbytes([abs(d) for d in xs] + [t], ctx.dtype(0)) > MAX_COMPUTED_BYTES:
+        ctx.fail(f"an input of shape {xs}: the selection passes {MAX_COMPUTED_BYTES >> 20} MiB")
+    if ctx.dtype(0).kind not in "fi":
+        ctx.fail(f"input of type {ctx.dtype(0)}; fluid-hw reverses float and integer tensors")
+    i64 = np.dtype(np.int64)
+    lens = _cast(ctx, ctx.var(1), ctx.dtype(1), i64)
+    lens = ctx.emit("reshape2", {"X": lens}, {"shape": [1 if k != b_ax else -1
+                                                       for k in range(r)]})
+    steps = positions(ctx, t, t_ax, r)
+    rev = ctx.emit("elementwise_sub", {"X": ctx.emit("scale", {"X": lens}, {"bias": -1.0}),
+                                       "Y": steps}, {"axis": -1})
+    inside = ctx.emit("less_than", {"X": steps, "Y": lens}, {"axis": -1})
+    idx = ctx.emit("where", {"Condition": inside, "X": rev, "Y": steps}, hint="source")
+    _select_along(ctx, ctx.var(0), idx, t_ax, r, t)
 
 
 def _trilu(ctx: NodeCtx) -> None:
@@ -793,6 +828,8 @@ MORE: dict[str, OpImport] = {
     "Tile": OpImport(_tile, "expand", (1,)),
     "GatherElements": OpImport(_gather_elements, "equal, where, reduce_sum (unsqueeze2)"),
     "Trilu": OpImport(_trilu, "where (a constant mask)", (1,)),
+    "ReverseSequence": OpImport(_reverse_sequence, "less_than, where, equal, reduce_sum "
+                                "(elementwise ops)"),
     "OneHot": OpImport(one_hot, "equal, where (unsqueeze2)", (1,)),
     "Hardmax": OpImport(hardmax, "arg_max, equal, cast"),
     "EyeLike": OpImport(eye_like, "none (a constant)"),
