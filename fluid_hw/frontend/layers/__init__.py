@@ -10,6 +10,7 @@ from . import (
     lod_meta,
     loss_more,
     math_ops,
+    misc_more,
     nn,
     nn_more,
     resize,
@@ -28,6 +29,7 @@ from .learning_rate_scheduler import *  # noqa: F403
 from .lod_meta import *  # noqa: F403
 from .loss_more import *  # noqa: F403
 from .math_ops import *  # noqa: F403
+from .misc_more import *  # noqa: F403
 from .nn import *  # noqa: F403
 from .nn_more import *  # noqa: F403
 from .resize import *  # noqa: F403
@@ -42,4 +44,5 @@ __all__ = [*io.__all__, *nn.__all__, *math_ops.__all__, *tensor.__all__,
            *resize.__all__, *extra_ops.__all__, *activation_more.__all__,
            *sequence_labeling.__all__,
            *decoding.__all__, *lod_meta.__all__, *tensor_more.__all__,
-           *loss_more.__all__, *nn_more.__all__, *sequence_more.__all__]
+           *loss_more.__all__, *nn_more.__all__, *sequence_more.__all__,
+           *misc_more.__all__]

@@ -18,6 +18,7 @@ from . import (  # noqa: F401
     lod_meta,
     loss,
     math,
+    misc_more,
     nn,
     onnx_extra,
     onnx_quant,

@@ -64,6 +64,7 @@ def _load() -> None:
             lod_meta,
             loss,
             math,
+            misc_more,
             nn,
             onnx_extra,
             onnx_quant,
