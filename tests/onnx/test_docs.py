@@ -7,6 +7,7 @@ import pytest
 from tests.onnx import coverage
 
 
+@pytest.mark.slow  # renders the whole table: every op against onnxruntime, export, node tests
 def test_coverage_table_is_current():
     section = coverage.current_section()
     found = re.search(r"\(onnx ([^,]+), onnxruntime ([^;]+);", section)
