@@ -24,3 +24,11 @@ CASES = [
     GradCase("print", {"In": R.uniform(-1, 1, (2, 3))}, {"print_phase": "forward"}),
     ProgramGradCase("py_func", _py_func),
 ]
+
+CASES += [
+    GradCase("bilinear_interp", {"X": R.uniform(-1, 1, (1, 2, 3, 4))},
+             {"out_h": 5, "out_w": 3, "align_corners": True}, id="bilinear_interp-corners"),
+    GradCase("bilinear_interp", {"X": R.uniform(-1, 1, (1, 1, 3, 4))},
+             {"out_h": 4, "out_w": 7, "align_corners": False, "align_mode": 0},
+             id="bilinear_interp-half-pixel"),
+]

@@ -14,6 +14,7 @@ from . import (
     nn,
     nn_more,
     resize,
+    resize_more,
     sequence,
     sequence_labeling,
     sequence_more,
@@ -33,6 +34,7 @@ from .misc_more import *  # noqa: F403
 from .nn import *  # noqa: F403
 from .nn_more import *  # noqa: F403
 from .resize import *  # noqa: F403
+from .resize_more import *  # noqa: F403
 from .sequence import *  # noqa: F403
 from .sequence_labeling import *  # noqa: F403
 from .sequence_more import *  # noqa: F403
@@ -45,4 +47,4 @@ __all__ = [*io.__all__, *nn.__all__, *math_ops.__all__, *tensor.__all__,
            *sequence_labeling.__all__,
            *decoding.__all__, *lod_meta.__all__, *tensor_more.__all__,
            *loss_more.__all__, *nn_more.__all__, *sequence_more.__all__,
-           *misc_more.__all__]
+           *misc_more.__all__, *resize_more.__all__]

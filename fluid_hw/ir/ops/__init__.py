@@ -14,6 +14,7 @@ from . import (  # noqa: F401
     feed_fetch,
     fused,
     interp,
+    interp_more,
     lod_array,
     lod_meta,
     loss,

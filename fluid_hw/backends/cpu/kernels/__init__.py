@@ -60,6 +60,7 @@ def _load() -> None:
             feed_fetch,
             fused,
             interp,
+            interp_more,
             lod_array,
             lod_meta,
             loss,
