@@ -485,11 +485,14 @@ class Block:
             kind = a.kind if a is not None else _attrs.guess_kind(value)
             _attrs.write(od.attrs.add(), name, kind, value)
 
-    def append_op(self, type: str, inputs: Mapping[str, Any] | None = None,
+    def append_op(self, type: str | None = None, inputs: Mapping[str, Any] | None = None,
                   outputs: Mapping[str, Any] | None = None,
                   attrs: Mapping[str, Any] | None = None, infer_shape: bool = True,
                   **_ignored: Any) -> Operator:
         """Append an op; its attrs are checked and its output shapes inferred now."""
+        if not type:  # Fluid raises ValueError here, not TypeError
+            raise ValueError(f"Block.append_op: the op type is {type!r}; pass type=, "
+                             "e.g. block.append_op(type='scale', ...)")
         return self._insert_op(len(self.ops), type=type, inputs=inputs, outputs=outputs,
                                attrs=attrs, infer_shape=infer_shape)
 

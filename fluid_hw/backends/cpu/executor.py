@@ -366,6 +366,30 @@ def with_feed_fetch(program: Program, feed_names: list[str], fetch_names: list[s
     return p
 
 
+def convert_feed(name: str, arr: np.ndarray, want: np.dtype) -> np.ndarray:
+    """``arr`` as ``want``, where Fluid 1.5 converts a fed value too: between float
+    types (float64 data for a float32 variable, Python floats' default), between
+    integer types and from integers to floats when every value is held exactly.
+    Anything else (floats to integers, booleans, strings, values out of range) is a
+    :class:`FeedError` naming the variable and the fix."""
+    kind, to = arr.dtype.kind, want.kind
+    if kind == "f" and to == "f":
+        with np.errstate(over="ignore"):
+            out = arr.astype(want)
+        if np.isfinite(arr).all() and not np.isfinite(out).all():
+            raise FeedError(f"feed {name!r}: {arr.dtype} values overflow {want}; scale "
+                            f"them or declare the variable {arr.dtype}")
+        return out
+    if kind in "iu" and to in "iuf":
+        out = arr.astype(want)
+        if arr.size and not np.array_equal(out.astype(arr.dtype), arr):
+            raise FeedError(f"feed {name!r}: {arr.dtype} values do not fit in {want} (the "
+                            f"variable's dtype) exactly; declare the variable {arr.dtype}")
+        return out
+    raise FeedError(f"feed {name!r}: got {arr.dtype} data, the variable is {want}; "
+                    f"convert it with .astype('{want}')")
+
+
 def check_feed(var: FeedTarget, value: Any) -> Any:
     """Validate a fed value against its variable; return what goes into the scope."""
     lod: list[list[int]] = []
@@ -383,8 +407,7 @@ def check_feed(var: FeedTarget, value: Any) -> Any:
     want = var.dtype
     if want is not None:
         if arr.dtype != want:
-            raise FeedError(f"feed {var.name!r}: got {arr.dtype} data, the variable is {want}; "
-                            f"convert it with .astype('{want}')")
+            arr = convert_feed(var.name, arr, np.dtype(want))
         shape = var.shape
         if shape and (len(shape) != arr.ndim or any(
                 d != -1 and d != s for d, s in zip(shape, arr.shape))):

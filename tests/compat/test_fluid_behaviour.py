@@ -1,0 +1,62 @@
+"""Fluid 1.5 behaviour that scripts rely on (issue 20's "different behaviour"):
+standard feed conversions, append_op's error."""
+
+import numpy as np
+import pytest
+
+import fluid_hw as fluid
+from fluid_hw import errors
+
+
+def _program(dtype="float32"):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data(name="x", shape=[3], dtype=dtype)
+        y = fluid.layers.scale(x, scale=2.0)
+    return main, y
+
+
+@pytest.mark.parametrize(("var_dtype", "data"), [
+    ("float32", np.array([[0.1, 0.2, 0.3]], np.float64)),   # Python floats' default
+    ("float64", np.array([[0.1, 0.2, 0.3]], np.float32)),
+    ("int64", np.array([[1, 2, 3]], np.int32)),
+    ("int32", np.array([[1, 2, -3]], np.int64)),             # values that fit
+    ("float32", np.array([[1, 2, 3]], np.int64)),            # exactly representable
+])
+def test_standard_feed_conversions_are_made(var_dtype, data):
+    main, y = _program(var_dtype)
+    with fluid.scope_guard(fluid.Scope()):
+        (out,) = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": data}, fetch_list=[y])
+    assert out.dtype == np.dtype(var_dtype)
+    np.testing.assert_allclose(out, 2 * data.astype(var_dtype))
+
+
+def test_feed_conversion_of_a_lod_tensor():
+    main, y = _program("int64")
+    t = fluid.create_lod_tensor(np.array([[1, 2, 3], [4, 5, 6]], np.int32), [[2]])
+    with fluid.scope_guard(fluid.Scope()):
+        (out,) = fluid.Executor().run(main, feed={"x": t}, fetch_list=[y],
+                                      return_numpy=False)
+    assert out.lod() == [[0, 2]] and np.asarray(out).dtype == np.int64
+
+
+@pytest.mark.parametrize(("var_dtype", "data", "words"), [
+    ("int64", np.array([[0.5, 1, 2]], np.float32), ["float32", "int64", "astype"]),
+    ("int32", np.array([[2**40, 1, 2]], np.int64), ["do not fit", "int32"]),
+    ("float32", np.array([[2**25 + 1, 0, 0]], np.int64), ["do not fit", "float32"]),
+    ("float32", np.array([[1e300, 0, 0]], np.float64), ["overflow", "float32"]),
+    ("float32", np.array([[True, False, True]]), ["bool", "astype"]),
+])
+def test_lossy_feed_conversions_are_refused(var_dtype, data, words):
+    main, y = _program(var_dtype)
+    with fluid.scope_guard(fluid.Scope()), pytest.raises(errors.FeedError) as ei:
+        fluid.Executor().run(main, feed={"x": data}, fetch_list=[y])
+    assert "'x'" in str(ei.value)
+    for w in words:
+        assert w in str(ei.value)
+
+
+def test_append_op_without_a_type_is_a_value_error():
+    block = fluid.Program().global_block()
+    with pytest.raises(ValueError, match="op type"):
+        block.append_op()
