@@ -58,7 +58,10 @@ class LoDTensor:
         return [list(lv) for lv in self._lod]
 
     def set_lod(self, lod: Sequence[Sequence[int]]) -> None:
-        rows = 0 if self.data is None else self.data.shape[0]
+        # before set(data), as Fluid allows: the levels must agree with each other;
+        # the rows are checked when the tensor is fed
+        rows = (lod[-1][-1] if lod and len(lod[-1]) else 0) if self.data is None \
+            else self.data.shape[0]
         check_lod(lod, rows)
         self._lod = [list(map(int, lv)) for lv in lod]
 

@@ -60,3 +60,48 @@ def test_append_op_without_a_type_is_a_value_error():
     block = fluid.Program().global_block()
     with pytest.raises(ValueError, match="op type"):
         block.append_op()
+
+
+def test_lod_set_before_the_data():
+    t = fluid.LoDTensor()
+    t.set_recursive_sequence_lengths([[2, 3]])
+    t.set(np.arange(5, dtype=np.int64).reshape(5, 1), fluid.CPUPlace())
+    assert t.lod() == [[0, 2, 5]] and t.has_valid_recursive_sequence_lengths()
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        x = fluid.layers.data(name="x", shape=[1], dtype="int64", lod_level=1)
+        s = fluid.layers.sequence_pool(fluid.layers.cast(x, "float32"), "sum")
+    with fluid.scope_guard(fluid.Scope()):
+        (out,) = fluid.Executor().run(main, feed={"x": t}, fetch_list=[s])
+    np.testing.assert_array_equal(out.ravel(), [1, 9])
+    # levels that disagree are still refused at once; too few rows at feed time
+    with pytest.raises(errors.FeedError):
+        fluid.LoDTensor().set_recursive_sequence_lengths([[1, 1], [2, 2, 2]])
+    bad = fluid.LoDTensor()
+    bad.set_recursive_sequence_lengths([[2, 3]])
+    bad.set(np.zeros((4, 1), np.int64))
+    assert not bad.has_valid_recursive_sequence_lengths()
+
+
+def test_layers_take_ifelse_output_list():
+    layers = fluid.layers
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        x = layers.data(name="x", shape=[1])
+        cond = layers.less_than(x=x, y=layers.fill_constant([1], "float32", 0.0))
+        ie = layers.IfElse(cond)
+        with ie.true_block():
+            ie.output(layers.scale(ie.input(x), scale=-1.0))
+        with ie.false_block():
+            ie.output(ie.input(x))
+        out = ie()
+        assert isinstance(out, list) and len(out) == 1
+        total = layers.reduce_sum(out)  # as Fluid scripts write it
+        twice = layers.elementwise_add(out, out)
+        with pytest.raises(TypeError, match="list of 2 variables"):
+            layers.mean([x, x])
+    xv = np.array([[-2.0], [3.0], [-1.0]], np.float32)
+    with fluid.scope_guard(fluid.Scope()):
+        s, t = fluid.Executor().run(main, feed={"x": xv}, fetch_list=[total, twice])
+    np.testing.assert_allclose(s, [6.0])
+    np.testing.assert_allclose(np.sort(t.ravel()), [2.0, 4.0, 6.0])

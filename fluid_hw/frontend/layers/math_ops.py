@@ -16,9 +16,21 @@ __all__ = [
 ]
 
 
+def _one(x: Any, op_type: str, what: str = "x") -> Variable:
+    """``x``, or the variable of a one-element list: Fluid scripts pass IfElse's
+    output list on as it is (``reduce_sum(ie())``)."""
+    if isinstance(x, (list, tuple)):
+        if len(x) != 1:
+            raise TypeError(f"{op_type}: {what} is a list of {len(x)} variables; give one "
+                            "variable (e.g. ie()[0] for an IfElse with several outputs)")
+        x = x[0]
+    return x
+
+
 def _unary(op_type: str, x: Variable, name: str | None, attrs: dict[str, Any] | None = None,
            act: str | None = None) -> Variable:
     """Append ``op_type`` (slots X -> Out, Out like X) and an optional activation."""
+    x = _one(x, op_type)
     helper = LayerHelper(op_type, name=name)
     out = helper.create_variable_for_type_inference(x.dtype)
     helper.append_op(op_type, {"X": x}, {"Out": out}, attrs)
@@ -27,6 +39,7 @@ def _unary(op_type: str, x: Variable, name: str | None, attrs: dict[str, Any] | 
 
 def _binary(op_type: str, x: Variable, y: Variable, attrs: dict[str, Any],
             act: str | None, name: str | None) -> Variable:
+    x, y = _one(x, op_type), _one(y, op_type, "y")
     helper = LayerHelper(op_type, name=name)
     out = helper.create_variable_for_type_inference(x.dtype)
     helper.append_op(op_type, {"X": x, "Y": y}, {"Out": out}, attrs)
