@@ -2,14 +2,17 @@
 
 Everything lives in one temporary folder (configuration, munge key and socket,
 state, logs); the daemons run in the foreground as our children, so they are
-stopped by their pids.  Debian's ``slurm-wlm`` and ``munge`` are installed with
-``apt-get`` when missing and this process is root (as in CI); otherwise
-:func:`unavailable` says why the cluster cannot be had.
+stopped by their pids.  The ``slurm`` fixture starts one per test session (with
+pytest-xdist, one per worker that runs a Slurm test: ports and job ids differ).
+Debian's ``slurm-wlm`` and ``munge`` are installed with ``apt-get`` when missing
+and this process is root (as in CI); otherwise :func:`install` says why the
+cluster cannot be had.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import secrets
 import shutil
@@ -43,15 +46,20 @@ def install() -> str | None:
         return (f"Slurm is not installed ({', '.join(_missing())} missing) and this is not "
                 "a root Debian machine that could apt-get install slurm-wlm munge")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "update", "-qq"],
-                ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "slurm-wlm",
-                 "munge"]):
-        try:
-            r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            return f"{' '.join(cmd)} failed: {e}"
-        if r.returncode != 0:
-            return f"{' '.join(cmd)} failed: {(r.stderr or r.stdout)[-400:]}"
+    # pytest-xdist workers each run this: one installs, the others wait for it
+    with open(Path(tempfile.gettempdir()) / "fluid_hw_slurm_install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not _missing():
+            return None
+        for cmd in (["apt-get", "update", "-qq"],
+                    ["apt-get", "install", "-y", "-qq", "--no-install-recommends",
+                     "-o", "DPkg::Lock::Timeout=300", "slurm-wlm", "munge"]):
+            try:
+                r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                return f"{' '.join(cmd)} failed: {e}"
+            if r.returncode != 0:
+                return f"{' '.join(cmd)} failed: {(r.stderr or r.stdout)[-400:]}"
     return None if not _missing() else f"after apt-get, still missing: {_missing()}"
 
 
