@@ -3,6 +3,7 @@
 from . import (
     activation_more,
     control_flow,
+    conv_more,
     decoding,
     extra_ops,
     io,
@@ -23,6 +24,7 @@ from . import (
 )
 from .activation_more import *  # noqa: F403
 from .control_flow import *  # noqa: F403
+from .conv_more import *  # noqa: F403
 from .decoding import *  # noqa: F403
 from .extra_ops import *  # noqa: F403
 from .io import *  # noqa: F403
@@ -47,4 +49,4 @@ __all__ = [*io.__all__, *nn.__all__, *math_ops.__all__, *tensor.__all__,
            *sequence_labeling.__all__,
            *decoding.__all__, *lod_meta.__all__, *tensor_more.__all__,
            *loss_more.__all__, *nn_more.__all__, *sequence_more.__all__,
-           *misc_more.__all__, *resize_more.__all__]
+           *misc_more.__all__, *resize_more.__all__, *conv_more.__all__]

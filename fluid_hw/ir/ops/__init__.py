@@ -7,6 +7,7 @@ from . import (  # noqa: F401
     beam_search,
     compare,
     control_flow,
+    conv_more,
     distributed,
     elementwise,
     extra,

@@ -54,6 +54,7 @@ def _load() -> None:
             beam_search,
             compare,
             control_flow,
+            conv_more,
             elementwise,
             extra,
             fake_quant,
