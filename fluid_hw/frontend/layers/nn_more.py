@@ -21,7 +21,9 @@ from .tensor import reshape, slice, transpose, unsqueeze
 
 __all__ = ["cos_sim", "l2_normalize", "layer_norm", "group_norm", "lrn", "maxout",
            "pixel_shuffle", "shuffle_channel", "affine_channel", "pad", "pad2d", "crop",
-           "pad_constant_like", "clip_by_norm", "fsp_matrix", "bilinear_tensor_product"]
+           "pad_constant_like", "clip_by_norm", "fsp_matrix", "bilinear_tensor_product",
+           "row_conv", "add_position_encoding", "random_crop", "npair_loss", "affine_grid",
+           "spectral_norm"]
 
 
 def _known(layer: str, x: Variable, dims: Sequence[int], what: str) -> list[int]:
@@ -304,3 +306,131 @@ def bilinear_tensor_product(x: Variable, y: Variable, size: int, act: str | None
         assert b is not None
         out = M.elementwise_add(out, b)
     return helper.append_activation(out, act)
+
+
+def row_conv(input: Variable, future_context_size: int, param_attr: Any = None,
+             act: str | None = None) -> Variable:
+    """Look-ahead convolution over each sequence: ``out[t] = sum_k x[t + k] * w[k]``,
+    k = 0 .. future_context_size (a filter [future_context_size + 1, D])."""
+    d = _known("row_conv", input, [len(input.shape) - 1], "the feature size")[-1]
+    if future_context_size < 0:
+        raise ValueError(f"row_conv: future_context_size must be >= 0, got "
+                         f"{future_context_size}")
+    helper = LayerHelper("row_conv")
+    pa = ParamAttr.to_attr(param_attr)
+    assert isinstance(pa, ParamAttr)
+    w = helper.create_parameter(pa, [future_context_size + 1, d], input.dtype_name)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("row_conv", {"X": input, "Filter": w}, {"Out": out})
+    return helper.append_activation(out, act)
+
+
+def add_position_encoding(input: Variable, alpha: float, beta: float,
+                          name: str | None = None) -> Variable:
+    """``alpha * input + beta * PE``: sinusoidal position encodings (sin in the first
+    half of the features, cos in the second) of [N, T, D] or of each sequence of a LoD
+    input."""
+    helper = LayerHelper("add_position_encoding", name=name)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("add_position_encoding", {"X": input}, {"Out": out},
+                     {"alpha": float(alpha), "beta": float(beta)})
+    return out
+
+
+def random_crop(x: Variable, shape: Sequence[int], seed: int | None = None) -> Variable:
+    """A window of ``shape`` (the last dims of ``x``) at a random offset, per example."""
+    helper = LayerHelper("random_crop")
+    out = helper.create_variable_for_type_inference(x.dtype)
+    offs = helper.create_variable_for_type_inference("int64")
+    helper.append_op("random_crop", {"X": x}, {"Out": out, "Offsets": offs},
+                     {"shape": [int(d) for d in shape], "seed": int(seed or 0)})
+    return out
+
+
+def npair_loss(anchor: Variable, positive: Variable, labels: Variable,
+               l2_reg: float = 0.002) -> Variable:
+    """N-pair loss: softmax cross entropy of the anchor-positive similarities against
+    the same-label targets (rows normalised), plus ``l2_reg / 4`` times the mean squared
+    norms of the embeddings (Paddle 1.5's formula)."""
+    from .control_flow import equal
+    from .extra_ops import expand
+    from .tensor import cast
+
+    n = anchor.shape[0]
+    if n is None or n <= 0:
+        raise ShapeError(f"npair_loss: the batch size of anchor {anchor.name!r} must be known "
+                         f"(shape {list(anchor.shape)})")
+    lab = expand(reshape(labels, [n, 1]), [1, n])
+    same = cast(equal(lab, transpose(lab, [1, 0])), anchor.dtype_name)
+    same = M.elementwise_div(same, M.reduce_sum(same, dim=1, keep_dim=True))
+    same.stop_gradient = True
+    l2 = M.elementwise_add(M.reduce_mean(M.reduce_sum(square(anchor), dim=1)),
+                           M.reduce_mean(M.reduce_sum(square(positive), dim=1)))
+    l2 = M.scale(l2, 0.25 * float(l2_reg))
+    sim = M.matmul(anchor, positive, transpose_y=True)
+    from .nn import softmax_with_cross_entropy
+
+    ce = softmax_with_cross_entropy(sim, same, soft_label=True)
+    celoss = M.reduce_mean(M.reduce_sum(M.elementwise_mul(same, ce), dim=0))
+    return M.elementwise_add(l2, celoss)
+
+
+def affine_grid(theta: Variable, out_shape: Sequence[int], name: str | None = None
+                ) -> Variable:
+    """The sampling grid [N, H, W, 2] of the affine maps ``theta`` [N, 2, 3] over an
+    output [N, C, H, W] (``out_shape``): (x, y) in [-1, 1], corners aligned."""
+    import numpy as np
+
+    from .tensor import assign
+
+    if isinstance(out_shape, Variable) or len(out_shape) != 4:
+        raise ValueError("affine_grid: out_shape must be a list [N, C, H, W] in fluid-hw")
+    h, w = int(out_shape[2]), int(out_shape[3])
+    ys, xs = np.meshgrid(np.linspace(-1, 1, h), np.linspace(-1, 1, w), indexing="ij")
+    base = np.stack([xs.ravel(), ys.ravel(), np.ones(h * w)], axis=0).astype(np.float32)
+    grid = M.matmul(theta, assign(base))  # [N, 2, H*W]
+    return reshape(transpose(grid, [0, 2, 1]), [-1, h, w, 2])
+
+
+def spectral_norm(weight: Variable, dim: int = 0, power_iters: int = 1, eps: float = 1e-12,
+                  name: str | None = None) -> Variable:
+    """``weight / sigma``, sigma = u^T W v its largest singular value estimated by
+    ``power_iters`` power iterations from vectors u and v kept between runs (W: weight
+    reshaped to [dim's size, the rest]; u and v are constants for the gradient)."""
+    from .tensor import assign
+
+    s = _known("spectral_norm", weight, range(len(weight.shape)), "the shape")
+    if not 0 <= dim < len(s) or power_iters < 0:
+        raise ValueError(f"spectral_norm: dim {dim} must index the weight's {len(s)} dims and "
+                         f"power_iters be >= 0")
+    h = s[dim]
+    wd = 1
+    for i, v in enumerate(s):
+        if i != dim:
+            wd *= v
+    helper = LayerHelper("spectral_norm", name=name)
+    from ..initializer import Normal
+
+    u = helper.create_parameter(ParamAttr(trainable=False), [h, 1], weight.dtype_name,
+                                default_initializer=Normal(0.0, 1.0, 0))
+    v = helper.create_parameter(ParamAttr(trainable=False), [wd, 1], weight.dtype_name,
+                                default_initializer=Normal(0.0, 1.0, 0))
+    perm = [dim, *[i for i in range(len(s)) if i != dim]]
+    w2 = reshape(transpose(weight, perm) if dim else weight, [h, wd])
+    wc = assign(w2)
+    wc.stop_gradient = True  # the estimate is a constant for the gradient, as Paddle's
+
+    def unit(x: Variable) -> Variable:
+        norm = M.sqrt(M.reduce_sum(square(x)))
+        return M.elementwise_div(x, M.scale(norm, 1.0, float(eps)))
+
+    uu, vv = u, v
+    for _ in range(power_iters):
+        vv = unit(M.matmul(wc, uu, transpose_x=True))
+        uu = unit(M.matmul(wc, vv))
+    if power_iters:
+        assign(uu, u)
+        assign(vv, v)
+    # sigma = u^T W v with u, v constants: the gradient flows through W, as Paddle's
+    sigma = M.reduce_sum(M.elementwise_mul(uu, M.matmul(w2, vv)))
+    return M.elementwise_mul(weight, reciprocal(sigma))

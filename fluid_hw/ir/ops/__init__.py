@@ -22,6 +22,7 @@ from . import (  # noqa: F401
     math,
     misc_more,
     nn,
+    nn_more,
     onnx_extra,
     onnx_quant,
     optimizer,

@@ -68,6 +68,7 @@ def _load() -> None:
             math,
             misc_more,
             nn,
+            nn_more,
             onnx_extra,
             onnx_quant,
             optimizer,
