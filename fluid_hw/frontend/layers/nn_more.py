@@ -371,6 +371,7 @@ def npair_loss(anchor: Variable, positive: Variable, labels: Variable,
     from .nn import softmax_with_cross_entropy
 
     ce = softmax_with_cross_entropy(sim, same, soft_label=True)
+    assert isinstance(ce, Variable)
     celoss = M.reduce_mean(M.reduce_sum(M.elementwise_mul(same, ce), dim=0))
     return M.elementwise_add(l2, celoss)
 
@@ -405,9 +406,9 @@ def spectral_norm(weight: Variable, dim: int = 0, power_iters: int = 1, eps: flo
                          f"power_iters be >= 0")
     h = s[dim]
     wd = 1
-    for i, v in enumerate(s):
+    for i, size in enumerate(s):
         if i != dim:
-            wd *= v
+            wd *= size
     helper = LayerHelper("spectral_norm", name=name)
     from ..initializer import Normal
 
@@ -424,7 +425,8 @@ def spectral_norm(weight: Variable, dim: int = 0, power_iters: int = 1, eps: flo
         norm = M.sqrt(M.reduce_sum(square(x)))
         return M.elementwise_div(x, M.scale(norm, 1.0, float(eps)))
 
-    uu, vv = u, v
+    uu: Variable = u
+    vv: Variable = v
     for _ in range(power_iters):
         vv = unit(M.matmul(wc, uu, transpose_x=True))
         uu = unit(M.matmul(wc, vv))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -74,7 +76,8 @@ def _add_position_encoding_grad(ctx: KernelContext) -> None:
         ctx.set_output("X@GRAD", (ctx.attrs["alpha"] * d).astype(d.dtype))
 
 
-def _windows(shape: tuple[int, ...], crop: list[int], offs: np.ndarray):  # type: ignore[no-untyped-def]
+def _windows(shape: tuple[int, ...], crop: list[int], offs: np.ndarray
+             ) -> Iterator[tuple[tuple[Any, ...], tuple[Any, ...]]]:
     lead = shape[:len(shape) - len(crop)]
     for i, idx in enumerate(itertools.product(*(range(v) for v in lead))):
         yield idx, tuple(slice(int(o), int(o) + c) for o, c in zip(offs[i], crop))
