@@ -9,6 +9,7 @@ class of the project is defined here, in one hierarchy::
     ├── ExecutionError              a kernel failed while running
     │   └── NoCUDADeviceError       backends.cuda
     ├── FeedError, FetchError       Executor.run
+    │   └── ComposeNotAligned (ValueError)  paddle_compat.reader.compose
     ├── PassError                   passes
     │   └── QuantizationError
     ├── LoweringError               hls: a program cannot be lowered as it is
@@ -54,6 +55,7 @@ __all__ = [
     "ExecutionError",
     "NoCUDADeviceError",
     "FeedError",
+    "ComposeNotAligned",
     "FetchError",
     "GradientError",
     "PassError",
@@ -128,6 +130,10 @@ class NoCUDADeviceError(ExecutionError):
 
 class FeedError(FluidError):
     """A value fed to :meth:`Executor.run` does not match its variable."""
+
+
+class ComposeNotAligned(FeedError, ValueError):
+    """``paddle.reader.compose``: the composed readers ended at different lengths."""
 
 
 class FetchError(FluidError):

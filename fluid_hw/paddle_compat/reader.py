@@ -10,14 +10,12 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..errors import ComposeNotAligned
+
 Reader = Callable[[], Iterator[Any]]
 
 __all__ = ["ComposeNotAligned", "buffered", "cache", "chain", "compose", "firstn",
            "map_readers", "shuffle", "xmap_readers"]
-
-
-class ComposeNotAligned(ValueError):
-    """:func:`compose` readers ended at different lengths."""
 
 
 def shuffle(reader: Reader, buf_size: int) -> Reader:

@@ -105,3 +105,26 @@ def test_layers_take_ifelse_output_list():
         s, t = fluid.Executor().run(main, feed={"x": xv}, fetch_list=[total, twice])
     np.testing.assert_allclose(s, [6.0])
     np.testing.assert_allclose(np.sort(t.ravel()), [2.0, 4.0, 6.0])
+
+
+def test_embedding_and_split_lod_tensor_check_dtypes_when_run():
+    layers = fluid.layers
+    # both build (programs that are only transpiled declare such dtypes)
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        ids = layers.data(name="ids", shape=[1], dtype="int32")
+        emb = layers.embedding(ids, size=[10, 4])
+    split = fluid.Program()
+    with fluid.program_guard(split, fluid.Program()):
+        x = layers.data(name="x", shape=[2])
+        mask = layers.data(name="mask", shape=[1], dtype="float32")
+        t, f = layers.split_lod_tensor(x, mask)
+    exe = fluid.Executor()
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        with pytest.raises(errors.ExecutionError, match="Ids must be int64, got int32"):
+            exe.run(main, feed={"ids": np.array([[1]], np.int32)}, fetch_list=[emb])
+        with pytest.raises(errors.ExecutionError, match="Mask must be bool, got float32"):
+            exe.run(split, feed={"x": np.zeros((2, 2), np.float32),
+                                 "mask": np.array([[1.0], [0.0]], np.float32)},
+                    fetch_list=[t, f])

@@ -357,7 +357,11 @@ def reorder_lod_tensor_by_rank_grad(ctx: KernelContext) -> None:
 # -- routing by mask (IfElse) -------------------------------------------------------------
 
 def _mask(ctx: KernelContext) -> np.ndarray:
-    return np.asarray(ctx.input("Mask")).reshape(-1).astype(bool, copy=False)
+    mask = np.asarray(ctx.input("Mask"))
+    if mask.dtype != np.bool_:
+        raise ValueError(f"Mask must be bool, got {mask.dtype}; make it with a comparison "
+                         "(less_than, equal, ...) or cast it to bool")
+    return mask.reshape(-1)
 
 
 def _split_plan(x: np.ndarray, lod: Lod | None, mask: np.ndarray,

@@ -203,6 +203,9 @@ def dropout(ctx: KernelContext) -> None:
 @register_kernel("lookup_table")
 def lookup_table(ctx: KernelContext) -> None:
     w, ids = ctx.input("W"), ctx.input("Ids")
+    if ids.dtype != np.int64:
+        raise ValueError(f"Ids must be int64, got {ids.dtype}; declare the ids variable "
+                         "int64 (fluid.layers.data(..., dtype='int64'))")
     rows = w.shape[0]
     flat = ids.reshape(-1)
     bad = (flat < 0) | (flat >= rows)
