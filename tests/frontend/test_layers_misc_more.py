@@ -140,3 +140,56 @@ def test_bad_input_is_named():
             layers.py_func(3, x, None)
         with pytest.raises(ValueError, match="temporal_shift"):
             layers.temporal_shift(x, 2)
+
+
+def _exact_auc(p, y):
+    pos, neg = p[y == 1], p[y == 0]
+    return np.mean([(a > b) + 0.5 * (a == b) for a in pos for b in neg])
+
+
+def test_auc_accumulates_and_batch_auc_is_this_batch():
+    main, start = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, start):
+        pr = layers.data("p", shape=[2], dtype="float32")
+        lab = layers.data("y", shape=[1], dtype="int64")
+        a, ba, stats = layers.auc(pr, lab, num_thresholds=100000)
+    exe = fluid.Executor(PLACE)
+    batches = []
+    for _ in range(2):
+        p1 = R.random(40).astype(np.float32)
+        y = (R.random(40) < p1).astype(np.int64)
+        batches.append((p1, y))
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(start)
+        got = [exe.run(main, feed={"p": np.stack([1 - p1, p1], 1), "y": y[:, None]},
+                       fetch_list=[a, ba]) for p1, y in batches]
+    allp = np.concatenate([b[0] for b in batches])
+    ally = np.concatenate([b[1] for b in batches])
+    np.testing.assert_allclose(got[0][0], [_exact_auc(*batches[0])], atol=1e-3)
+    np.testing.assert_allclose(got[1][0], [_exact_auc(allp, ally)], atol=1e-3)
+    np.testing.assert_allclose(got[1][1], [_exact_auc(*batches[1])], atol=1e-3)
+    assert len(stats) == 4
+
+
+def test_load_reads_a_saved_variable(tmp_path):
+    w = R.normal(size=(3, 2)).astype(np.float32)
+    save = fluid.Program()
+    with fluid.program_guard(save, fluid.Program()):
+        v = save.global_block().create_var(name="w", shape=[3, 2], dtype="float32",
+                                           persistable=True)
+    with fluid.scope_guard(fluid.Scope()):
+        fluid.global_scope().vars["w"] = w
+        fluid.io.save_vars(fluid.Executor(PLACE), str(tmp_path), save, vars=[v])
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        out = main.global_block().create_var(name="w2", shape=[3, 2], dtype="float32")
+        layers.load(out, str(tmp_path / "w.npy"))
+        bad = main.global_block().create_var(name="w3", shape=[3, 2], dtype="int64")
+    got, = fluid.Executor(PLACE).run(main, fetch_list=[out])
+    np.testing.assert_array_equal(got, w)
+    bad_prog = fluid.Program()
+    with fluid.program_guard(bad_prog, fluid.Program()):
+        bad = bad_prog.global_block().create_var(name="w3", shape=[3, 2], dtype="int64")
+        layers.load(bad, str(tmp_path / "w.npy"))
+    with pytest.raises(Exception, match="holds float32"):
+        fluid.Executor(PLACE).run(bad_prog, fetch_list=[bad])

@@ -9,17 +9,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ...ir import dtypes
+from ...ir import dtypes, unique_name
 from ...ir.ops.misc_more import register_py_func
 from ...ir.program import Variable
+from ..initializer import Constant
 from ..layer_helper import LayerHelper
 from .nn_more import pad
-from .tensor import assign, concat, reshape, slice
+from .tensor import assign, concat, fill_constant, reshape, slice
 
 __all__ = ["ctc_greedy_decoder", "edit_distance", "mean_iou", "elementwise_floordiv",
            "uniform_random_batch_size_like", "gaussian_random_batch_size_like",
            "sampling_id", "Print", "py_func", "temporal_shift", "merge_selected_rows",
-           "get_tensor_from_selected_rows"]
+           "get_tensor_from_selected_rows", "auc", "load"]
 
 
 def _out(helper: LayerHelper, dtype: Any) -> Variable:
@@ -194,3 +195,46 @@ def merge_selected_rows(x: Variable, name: str | None = None) -> Variable:
 def get_tensor_from_selected_rows(x: Variable, name: str | None = None) -> Variable:
     """A copy of ``x``: fluid-hw's gradients are dense, never SelectedRows."""
     return assign(x)
+
+
+def auc(input: Variable, label: Variable, curve: str = "ROC", num_thresholds: int = 4095,
+        topk: int = 1, slide_steps: int = 1) -> tuple[Any, ...]:
+    """The area under the ROC curve of ``input``'s positive-class probabilities
+    (``input[:, -1]``) against ``label``: ``(auc, batch_auc, [batch_stat_pos,
+    batch_stat_neg, stat_pos, stat_neg])`` -- auc over every batch run so far
+    (statistics in persistable variables), batch_auc over this batch
+    (``slide_steps=1``; longer windows are not supported)."""
+    if curve != "ROC":
+        raise ValueError(f"auc: only curve='ROC' is supported, got {curve!r}")
+    if slide_steps != 1:
+        raise ValueError(f"auc: slide_steps must be 1 (this batch) in fluid-hw, got "
+                         f"{slide_steps}")
+    helper = LayerHelper("auc")
+    n = int(num_thresholds) + 1
+    gb = helper.main_program.global_block()
+    sb = helper.startup_program.global_block()
+    stats = []
+    for what in ("stat_pos", "stat_neg"):
+        vname = unique_name.generate(f"auc_{what}")
+        v = gb.create_var(name=vname, shape=[n], dtype="int64", persistable=True)
+        Constant(0.0)(sb.create_var(name=vname, shape=[n], dtype="int64", persistable=True), sb)
+        stats.append(v)
+    batch = [fill_constant([n], "int64", 0) for _ in range(2)]
+    outs = []
+    for pos, neg in (stats, batch):
+        a = _out(helper, "float64")
+        helper.append_op("auc", {"Predict": input, "Label": label, "StatPos": pos,
+                                 "StatNeg": neg},
+                         {"AUC": a, "StatPosOut": pos, "StatNegOut": neg},
+                         {"curve": curve, "num_thresholds": int(num_thresholds)})
+        a.stop_gradient = True
+        outs.append(a)
+    return outs[0], outs[1], [batch[0], batch[1], stats[0], stats[1]]
+
+
+def load(out: Variable, file_path: str, load_as_fp16: bool | None = None) -> None:
+    """Fill ``out`` with the array in ``file_path`` (a ``.npy`` file as
+    ``io.save_vars`` writes one per variable) when the program runs."""
+    helper = LayerHelper("load")
+    helper.append_op("load", {}, {"Out": out},
+                     {"file_path": str(file_path), "load_as_fp16": bool(load_as_fp16)})

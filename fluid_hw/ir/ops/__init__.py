@@ -20,6 +20,7 @@ from . import (  # noqa: F401
     lod_meta,
     loss,
     math,
+    metric_more,
     misc_more,
     nn,
     nn_more,

@@ -66,6 +66,7 @@ def _load() -> None:
             lod_meta,
             loss,
             math,
+            metric_more,
             misc_more,
             nn,
             nn_more,
