@@ -36,6 +36,7 @@ from .ir.lod import LoDTensor, create_lod_tensor
 from .ir.program import Block, Operator, Parameter, Program, Variable
 from .ir.scope import Scope, global_scope, scope_guard
 from .lod_tensor import create_random_int_lodtensor
+from .memory_optimization import memory_optimize, release_memory
 
 __version__ = "0.1.0"
 
@@ -54,7 +55,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "Block", "BuildStrategy", "CPUPlace", "CUDAPlace", "CompiledProgram", "ExecutionStrategy",
     "DataFeeder", "core", "create_random_int_lodtensor", "dataset", "framework", "lod_tensor",
-    "nets",
+    "memory_optimize", "nets", "release_memory",
     "Executor", "LayerHelper", "LoDTensor", "Operator",
     "ParamAttr", "Parameter", "Program", "Scope", "Variable", "create_lod_tensor", "debugger",
     "default_main_program", "default_startup_program", "errors", "global_scope", "initializer",

@@ -5,5 +5,8 @@ see docs/cluster.md.
 """
 
 from .backends.cluster import DistributeTranspiler, DistributeTranspilerConfig
+from .inference_transpiler import InferenceTranspiler
+from .memory_optimization import memory_optimize, release_memory
 
-__all__ = ["DistributeTranspiler", "DistributeTranspilerConfig"]
+__all__ = ["DistributeTranspiler", "DistributeTranspilerConfig", "InferenceTranspiler",
+           "memory_optimize", "release_memory"]

@@ -37,12 +37,14 @@ ALLOWED: dict[str, set[str]] = {
     # top-level modules that re-export Fluid names
     "__init__": {"*"},
     "debugger": {"frontend"},
-    "transpiler": {"backends.cluster"},
+    "transpiler": {"backends.cluster", "inference_transpiler", "memory_optimization"},
     "onnx": {"frontend"},
     "core": {"ir", "backends.cpu", "backends.cuda"},  # Fluid's fluid.core names
     "dataset": set(),  # synthetic paddle.dataset stand-ins
-    "paddle_compat": {"dataset"},
-    "lod_tensor": {"ir"},  # fluid.lod_tensor  # what a Fluid script imports as `paddle`
+    "paddle_compat": {"dataset"},  # what a Fluid script imports as `paddle`
+    "lod_tensor": {"ir"},  # fluid.lod_tensor
+    "inference_transpiler": {"ir", "passes"},  # fluid.transpiler.InferenceTranspiler
+    "memory_optimization": set(),  # fluid.memory_optimize, release_memory
 }
 
 
