@@ -17,7 +17,7 @@ def _client(args: argparse.Namespace) -> Any:
 
 def _submit(args: argparse.Namespace) -> int:
     from ..backends.cluster.errors import MasterError
-    from ..backends.cluster.master_client import submission
+    from ..backends.cluster.master_client import program_submission, submission
 
     c = _client(args)
     fields = dict(name=args.name, pservers=args.pservers, trainers=args.trainers,
@@ -30,10 +30,14 @@ def _submit(args: argparse.Namespace) -> int:
     if args.resume_from:
         sub = {"resume_from": args.resume_from, "args": script_args,
                **{k: v for k, v in fields.items() if v is not None}}
+    elif args.program:
+        sub = program_submission(args.program, ([args.script] if args.script else [])
+                                 + script_args, **fields)
     elif args.script:
         sub = submission(args.script, script_args, args.file or [], **fields)
     else:
-        raise MasterError("fluid-hw submit needs SCRIPT (or --resume-from JOB)")
+        raise MasterError("fluid-hw submit needs SCRIPT (or --program DIR, or --resume-from "
+                          "JOB)")
     rec = c.submit(sub)
     print(rec["id"])
     print(f"fluid-hw submit: job {rec['id']} ({rec['name']}) {rec['state']}; follow it with "
@@ -84,8 +88,9 @@ def _common(p: Any) -> None:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "submit", help="submit a training script to a job master (fluid-hw master)",
+    p = sub.add_parser(  # no abbreviations: the script's own options follow SCRIPT
+        "submit", allow_abbrev=False,
+        help="submit a training script to a job master (fluid-hw master)",
         description="Upload SCRIPT (and --file inputs, under their paths relative to the "
         "script's folder) to the master, which runs it as a cluster job; prints the job id.  "
         "--resume-from JOB runs a stopped job again from its last complete checkpoint.")
@@ -101,6 +106,10 @@ def register(sub: Any) -> None:
     p.add_argument("--timeout", type=float, help="stop the job after this many seconds")
     p.add_argument("--file", action="append", metavar="PATH",
                    help="another file the job needs (repeatable)")
+    p.add_argument("--program", metavar="DIR", help="a saved program job instead of a "
+                   "script (main.pb, startup.pb, job.json, data; program_job.save_job "
+                   "writes one); the master checks and splits it; SCRIPT ARGS are then the "
+                   "job's options, e.g. --save-params DIR")
     p.add_argument("--resume-from", metavar="JOB", help="run job JOB again (its files, "
                    "settings and checkpoints), from its last complete checkpoint")
     p.add_argument("--follow", action="store_true", help="print the job's output until it "

@@ -47,9 +47,10 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "launch", help="run a training script on MPI: parameter servers + trainers, or "
-        "collective all-reduce",
+    p = sub.add_parser(  # no abbreviations: the script's own options follow SCRIPT
+        "launch", allow_abbrev=False,
+        help="run a training script on MPI: parameter servers + trainers, or collective "
+        "all-reduce",
         description="Start P parameter servers and T trainers (ranks 0..P-1 serve, the rest "
         "train) with the mpich wheel's mpiexec, print each rank's output with its role, and "
         "clean up after it.  The script finds its role with "

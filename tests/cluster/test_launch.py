@@ -105,13 +105,15 @@ def test_killed_trainer_job_resumes_from_the_last_checkpoint(workdir):
     text = "".join(out)
     assert killed_at is not None, text
     assert p.returncode != 0, text
+    # where it really died: on a loaded machine the kill lands a few steps after the line
+    killed_at = max(int(ln.split()[3]) for ln in out if ln.startswith("[trainer 1] step "))
     assert leftovers(Job(p.returncode, text, tag, t0)) == []
 
     job = launch(["--resume", *args, "--save-params", str(workdir / "A")], timeout=150)
     assert job.rc == 0, job.out
     starts = [int(re.search(r"starting at step (\d+)", ln).group(1))
               for ln in job.lines("trainer 0") if "starting at step" in ln]
-    assert starts and starts[0] % k == 0 and 0 < starts[0] <= killed_at, job.out
+    assert starts and starts[0] % k == 0 and 0 < starts[0] <= killed_at + 1, job.out
     assert killed_at - starts[0] <= k + 1, job.out  # at most K steps (+ the one in flight)
     acc = [float(ln.split()[-1]) for ln in job.lines("trainer 0") if "accuracy" in ln]
     assert acc and acc[0] >= 0.95, job.out

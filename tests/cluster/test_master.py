@@ -30,7 +30,7 @@ from .mpi_job import plain_run as _plain
 pytest.importorskip("mpi4py")
 
 TOKEN = "t0ken-" + uuid.uuid4().hex
-MAX_UPLOAD = 256 * 1024
+MAX_UPLOAD = 1 << 20
 
 
 class Master:
@@ -261,3 +261,44 @@ def test_the_master_runs_jobs_through_slurm(slurm, workdir):
     finally:
         m.kill()
         _kill_tagged(tag)
+
+
+def _program_job(folder, steps=20):
+    """The digits MLP's training program, saved as a program job."""
+    import fluid_hw as fluid
+    from fluid_hw.backends.cluster.program_job import save_job
+    from fluid_hw.datasets import load_digits_split
+    from fluid_hw.frontend import models
+
+    m = models.digits_mlp(seed=1, optimizer=lambda: fluid.optimizer.Momentum(
+        learning_rate=0.1, momentum=0.9))
+    xtr, _, ytr, _ = load_digits_split()
+    return save_job(folder, m.main, m.startup, {"x": xtr, "y": ytr},
+                    {"pixels": "x", "label": "y"}, m.loss.name, batch_size=64, steps=steps)
+
+
+def test_a_saved_program_is_split_by_the_master_and_equals_one_process(master, workdir):
+    """Fluid's master input: a saved training program + data-reader spec, no script."""
+    job_dir = _program_job(workdir / "digits_job")
+    plain = subprocess.run([sys.executable, "-m", "fluid_hw.backends.cluster.program_job",
+                            "--job", str(job_dir), "--save-params", str(workdir / "B")],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0, plain.stderr
+    r = master.cli("submit", "--program", str(job_dir), "--", "--save-params",
+                   str(workdir / "A"))
+    assert r.returncode == 0, r.stderr
+    st = master.client.wait(r.stdout.strip(), timeout=120)
+    assert st["state"] == "succeeded", master.cli("logs", st["id"]).stdout
+    _assert_same(load_params(workdir / "A"), load_params(workdir / "B"))
+    # a program that cannot be split is refused at submission, leaving nothing
+    (job_dir / "job.json").write_text(json.dumps({
+        **json.loads((job_dir / "job.json").read_text()), "batch_size": 63}))
+    before = _state_files(workdir)
+    r = master.cli("submit", "--program", str(job_dir))
+    assert r.returncode == 2 and "does not split over 2 trainers" in r.stderr, r.stderr
+    (job_dir / "job.json").write_text(json.dumps({
+        **json.loads((job_dir / "job.json").read_text()), "batch_size": 64,
+        "feeds": {"pixelz": "x", "label": "y"}}))
+    r = master.cli("submit", "--program", str(job_dir))
+    assert r.returncode == 2 and "'pixelz'" in r.stderr, r.stderr
+    assert _state_files(workdir) == before

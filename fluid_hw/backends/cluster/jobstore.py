@@ -30,6 +30,7 @@ import secrets
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -82,8 +83,8 @@ def validate(sub: Any) -> tuple[dict[str, Any], dict[str, bytes]]:
     Nothing is written here."""
     if not isinstance(sub, dict):
         raise MasterError("a submission is a JSON object (see docs/cluster.md, 'The master')")
-    known = {"name", "script", "args", "files", "pservers", "trainers", "mode", "scheduler",
-             "checkpoint_every", "max_restarts", "timeout", "resume_from"}
+    known = {"name", "script", "program", "args", "files", "pservers", "trainers", "mode",
+             "scheduler", "checkpoint_every", "max_restarts", "timeout", "resume_from"}
     extra = sorted(set(sub) - known)
     if extra:
         raise MasterError(f"submission fields {extra} unknown; known: {sorted(known)}")
@@ -100,12 +101,18 @@ def validate(sub: Any) -> tuple[dict[str, Any], dict[str, bytes]]:
         except (binascii.Error, ValueError):
             raise MasterError(f"upload {rel!r}: its content is not valid base64") from None
     resume_from = sub.get("resume_from")
+    program = sub.get("program")
     if resume_from is not None:
         check_id(str(resume_from))
         if sub.get("script") is None:  # the resumed job's
             sub = {**sub, "script": "resumed.py"}
+    elif program is not None:  # a saved program job: a folder among the files
+        program = safe_relpath(program)
+        if not any(f.startswith(program + "/") for f in files):
+            raise MasterError(f"program {program!r}: no uploaded file is in that folder")
+        sub = {**sub, "script": sub.get("script") or program}
     script = safe_relpath(sub.get("script"))
-    if resume_from is None and script not in files:
+    if resume_from is None and program is None and script not in files:
         raise MasterError(f"script {script!r} is not among the uploaded files {sorted(files)}")
     args = sub.get("args", [])
     if not isinstance(args, list) or len(args) > MAX_ARGS or \
@@ -129,7 +136,7 @@ def validate(sub: Any) -> tuple[dict[str, Any], dict[str, bytes]]:
         "trainers": _int(sub, "trainers", 2, 1, 1024),
         "checkpoint_every": _int(sub, "checkpoint_every", 10, 0, 10**9),
         "max_restarts": _int(sub, "max_restarts", 0, 0, 100),
-        "timeout": timeout, "resume_from": resume_from,
+        "timeout": timeout, "resume_from": resume_from, "program": program,
     }
     return record, files
 
@@ -153,8 +160,10 @@ class JobStore:
             raise MasterError(f"no job {job_id!r} (fluid-hw jobs lists them)")
         return d
 
-    def create(self, record: dict[str, Any], files: dict[str, bytes]) -> dict[str, Any]:
-        """Write a new job folder whole (staging, then one rename); its record."""
+    def create(self, record: dict[str, Any], files: dict[str, bytes],
+               check: Callable[[Path, dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """Write a new job folder whole (staging, then one rename); its record.
+        ``check(files folder, record)`` may still refuse it before the rename."""
         job_id = new_id()
         stage = self.staging / job_id
         stage.mkdir(mode=0o700)
@@ -176,6 +185,8 @@ class JobStore:
                 record["checkpoint_dir"] = old["checkpoint_dir"]
             else:
                 record["checkpoint_dir"] = str(self.jobs / job_id / "checkpoints")
+            if check is not None:
+                check(base, record)
             record.update(id=job_id, created=time.time(), cancel_requested=False, pid=None)
             record.pop("ended", None)
             atomic_write(stage / "job.json", json.dumps(record, indent=1).encode())

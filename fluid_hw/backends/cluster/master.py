@@ -95,7 +95,7 @@ class Master:
         if isinstance(sub, dict) and "scheduler" not in sub:
             sub = {**sub, "scheduler": self.scheduler}
         record, files = validate(sub)
-        rec = self.store.create(record, files)
+        rec = self.store.create(record, files, check=_check_program)
         self._start(rec["id"])
         return self.store.status(rec["id"])
 
@@ -144,6 +144,19 @@ class Master:
             data = b""
         return {"text": data.decode(errors="replace"), "next_offset": offset + len(data),
                 "done": st["state"] in FINAL and len(data) < LOG_CHUNK, "state": st["state"]}
+
+
+def _check_program(files: Path, rec: dict[str, Any]) -> None:
+    """A saved program job is loaded and split here, as its ranks will split it, so a
+    program that cannot run is refused at submission (:mod:`.program_job`)."""
+    if not rec.get("program"):
+        return
+    from .program_job import check_job
+
+    try:
+        check_job(files / rec["program"], rec["pservers"], rec["trainers"], rec["mode"])
+    except FluidError as e:
+        raise MasterError(f"program {rec['program']!r}: {e}") from None
 
 
 def _handler(master: Master) -> type[BaseHTTPRequestHandler]:

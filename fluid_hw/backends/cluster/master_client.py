@@ -110,3 +110,17 @@ def submission(script: str, args: Sequence[str], files: Sequence[str] = (),
         up[p.relative_to(base).as_posix()] = base64.b64encode(p.read_bytes()).decode()
     return {"script": Path(script).name, "args": list(args), "files": up,
             **{k: v for k, v in fields.items() if v is not None}}
+
+
+def program_submission(folder: str, args: Sequence[str], **fields: Any) -> dict[str, Any]:
+    """The request body for a saved program job (:mod:`.program_job`): every file of
+    ``folder``, uploaded under ``<folder name>/``."""
+    base = Path(folder).resolve()
+    if not (base / "main.pb").is_file():
+        raise MasterError(f"{folder!r} is not a program job (no main.pb; write one with "
+                          "fluid_hw.backends.cluster.program_job.save_job)")
+    up = {f"{base.name}/{p.relative_to(base).as_posix()}":
+          base64.b64encode(p.read_bytes()).decode()
+          for p in sorted(base.rglob("*")) if p.is_file()}
+    return {"program": base.name, "args": list(args), "files": up,
+            **{k: v for k, v in fields.items() if v is not None}}

@@ -23,11 +23,16 @@ from .launch import LaunchSpec, launch, run_once
 
 
 def _spec(rec: dict[str, object], files: Path) -> LaunchSpec:
-    args = rec["args"]
-    assert isinstance(args, list)
+    args = [str(a) for a in rec["args"]] if isinstance(rec["args"], list) else []
+    script = str(files / str(rec["script"]))
+    if rec.get("program"):  # a saved program job: every rank runs program_job on it
+        from . import program_job
+
+        script = program_job.__file__
+        args = ["--job", str(files / str(rec["program"])), *args]
     timeout = rec.get("timeout")
     return LaunchSpec(
-        script=str(files / str(rec["script"])), args=[str(a) for a in args],
+        script=script, args=args,
         pservers=int(str(rec["pservers"])), trainers=int(str(rec["trainers"])),
         mode=str(rec["mode"]), resume=bool(rec.get("resume_from")),
         checkpoint_dir=str(rec["checkpoint_dir"]),
