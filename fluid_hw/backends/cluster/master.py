@@ -210,7 +210,13 @@ def _handler(master: Master) -> type[BaseHTTPRequestHandler]:
                         raise MasterError(f"offset {offset} must be >= 0")
                     self._send(200, master.logs(parts[2], offset))
                 elif method == "POST" and len(parts) == 2:
-                    self._send(201, master.submit(self._body()))
+                    n = self._length()
+                    if n > master.max_upload:  # refused unread
+                        self._error(413, f"the upload is {n} bytes; this master takes at "
+                                    f"most {master.max_upload} (fluid-hw master "
+                                    "--max-upload-bytes)")
+                    else:
+                        self._send(201, master.submit(self._body(n)))
                 elif method == "POST" and len(parts) == 4 and parts[3] == "cancel":
                     self._send(200, master.cancel(parts[2]))
                 else:
@@ -218,20 +224,17 @@ def _handler(master: Master) -> type[BaseHTTPRequestHandler]:
             except LookupError:
                 self._error(404, f"no such request: {method} {url.path} (docs/cluster.md, "
                             "'The master')")
-            except _TooLarge as e:
-                self._error(413, str(e))
             except (FluidError, ValueError) as e:
                 code = 404 if isinstance(e, MasterError) and "no job" in str(e) else 400
                 self._error(code, str(e))
 
-        def _body(self) -> Any:
+        def _length(self) -> int:
             raw = self.headers.get("Content-Length")
             if raw is None or not raw.isdigit():
                 raise MasterError("a submission needs a Content-Length header")
-            n = int(raw)
-            if n > master.max_upload:
-                raise _TooLarge(f"the upload is {n} bytes; this master takes at most "
-                                f"{master.max_upload} (fluid-hw master --max-upload-bytes)")
+            return int(raw)
+
+        def _body(self, n: int) -> Any:
             try:
                 return json.loads(self.rfile.read(n))
             except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -244,10 +247,6 @@ def _handler(master: Master) -> type[BaseHTTPRequestHandler]:
             self._route("POST")
 
     return Handler
-
-
-class _TooLarge(Exception):
-    pass
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
