@@ -15,6 +15,7 @@ The names here follow PaddlePaddle Fluid 1.x so its users feel at home::
 from . import core, dataset, datasets, errors, ir, lod_tensor, transpiler
 from .backends.cpu import CPUPlace, CUDAPlace, Executor
 from .backends.cpu.parallel import BuildStrategy, CompiledProgram, ExecutionStrategy
+from .core import cpu_places, cuda_places
 from .frontend import (
     backward,
     clip,
@@ -28,6 +29,7 @@ from .frontend import (
     regularizer,
 )
 from .frontend.data_feeder import DataFeeder
+from .frontend.framework import in_dygraph_mode, name_scope
 from .frontend.layer_helper import LayerHelper
 from .frontend.param_attr import ParamAttr
 from .ir import unique_name
@@ -55,7 +57,8 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "Block", "BuildStrategy", "CPUPlace", "CUDAPlace", "CompiledProgram", "ExecutionStrategy",
     "DataFeeder", "core", "create_random_int_lodtensor", "dataset", "framework", "lod_tensor",
-    "memory_optimize", "nets", "release_memory",
+    "memory_optimize", "nets", "release_memory", "cpu_places", "cuda_places", "in_dygraph_mode",
+    "name_scope",
     "Executor", "LayerHelper", "LoDTensor", "Operator",
     "ParamAttr", "Parameter", "Program", "Scope", "Variable", "create_lod_tensor", "debugger",
     "default_main_program", "default_startup_program", "errors", "global_scope", "initializer",

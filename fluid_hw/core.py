@@ -4,11 +4,39 @@ are its Python objects under Fluid's names."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+
 from .backends.cpu import CPUPlace, CUDAPlace
 from .ir.lod import LoDTensor
 from .ir.scope import Scope
 
-__all__ = ["CPUPlace", "CUDAPlace", "LoDTensor", "Scope", "is_compiled_with_cuda"]
+__all__ = ["CPUPlace", "CUDAPlace", "LoDTensor", "Scope", "cpu_places", "cuda_places",
+           "is_compiled_with_cuda"]
+
+
+def cpu_places(device_count: int | None = None) -> list[CPUPlace]:
+    """``device_count`` CPU places (default: the ``CPU_NUM`` environment variable,
+    else the number of CPUs), as Fluid's ``fluid.cpu_places``."""
+    if device_count is None:
+        env = os.environ.get("CPU_NUM")
+        try:
+            device_count = int(env) if env else (os.cpu_count() or 1)
+        except ValueError:
+            raise ValueError(f"cpu_places: CPU_NUM={env!r} is not an integer") from None
+    if device_count < 1:
+        raise ValueError(f"cpu_places: device_count must be >= 1, got {device_count}")
+    return [CPUPlace() for _ in range(device_count)]
+
+
+def cuda_places(device_ids: Sequence[int] | None = None) -> list[CUDAPlace]:
+    """CUDA places for ``device_ids`` (default: every visible GPU), as Fluid's
+    ``fluid.cuda_places``; empty without a GPU."""
+    if device_ids is None:
+        from .backends.cuda.runtime import device_count
+
+        device_ids = range(device_count())
+    return [CUDAPlace(int(i)) for i in device_ids]
 
 
 def is_compiled_with_cuda() -> bool:

@@ -19,6 +19,7 @@ from ..errors import OpAttrError, UnknownNameError, VerifyError
 from . import attrs as _attrs
 from . import dtypes, unique_name
 from . import framework_pb2 as pb
+from .name_scope import current_name_scope
 from .registry import InferContext, check_attr_for_op, get_op, has_op
 
 VarType = pb.VarType
@@ -138,6 +139,15 @@ class Variable:
     __str__ = __repr__
 
     # Fluid compatibility
+    @property
+    def op(self) -> Operator | None:
+        """The op of this variable's block that last writes it (Fluid's
+        ``Variable.op``); None for data, parameters and other unwritten variables."""
+        for op in reversed(self.block.ops):
+            if self.name in op.output_arg_names:
+                return op
+        return None
+
     def to_string(self, throw_on_error: bool = False, with_details: bool = False) -> str:
         return repr(self)
 
@@ -480,6 +490,9 @@ class Block:
                 e.parameter = slot
                 e.arguments.extend(names)
         full = opdef.complete_attrs(dict(attrs or {}))
+        scope = current_name_scope()
+        if scope is not None and "op_namescope" not in full:
+            full["op_namescope"] = scope
         for name, value in full.items():
             a = opdef.attr_def(name)
             kind = a.kind if a is not None else _attrs.guess_kind(value)

@@ -76,6 +76,30 @@ class ScopeVariable:
     def value(self) -> Any:
         return self.scope.vars.get(self.name)
 
+    # Fluid's core.Variable: a tensor array, or a plain int (a step counter, ...)
+    def get_lod_tensor_array(self) -> list[Any]:
+        """The tensor array (a list of arrays / LoDTensors) this variable holds;
+        an empty variable becomes an empty array."""
+        v = self.scope.vars.get(self.name)
+        if v is None:
+            v = self.scope.vars[self.name] = []
+        if not isinstance(v, list):
+            raise FetchError(f"variable {self.name!r} holds a {type(v).__name__}, not a "
+                             "tensor array; use get_tensor()")
+        return v
+
+    def set_int(self, value: int) -> None:
+        self.scope.vars[self.name] = int(value)
+
+    def is_int(self) -> bool:
+        v = self.scope.vars.get(self.name)
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    def get_int(self) -> int:
+        if not self.is_int():
+            raise FetchError(f"variable {self.name!r} holds no int (set_int sets one)")
+        return int(self.scope.vars[self.name])
+
 
 class Scope:
     """Name -> value (a numpy array, a :class:`LoDTensor`, or a list for tensor arrays)."""
