@@ -6,6 +6,7 @@ from . import (
     conv_more,
     decoding,
     extra_ops,
+    fluid_compat_more,
     io,
     learning_rate_scheduler,
     lod_meta,
@@ -27,6 +28,7 @@ from .control_flow import *  # noqa: F403
 from .conv_more import *  # noqa: F403
 from .decoding import *  # noqa: F403
 from .extra_ops import *  # noqa: F403
+from .fluid_compat_more import *  # noqa: F403
 from .io import *  # noqa: F403
 from .learning_rate_scheduler import *  # noqa: F403
 from .lod_meta import *  # noqa: F403
@@ -49,4 +51,5 @@ __all__ = [*io.__all__, *nn.__all__, *math_ops.__all__, *tensor.__all__,
            *sequence_labeling.__all__,
            *decoding.__all__, *lod_meta.__all__, *tensor_more.__all__,
            *loss_more.__all__, *nn_more.__all__, *sequence_more.__all__,
-           *misc_more.__all__, *resize_more.__all__, *conv_more.__all__]
+           *misc_more.__all__, *resize_more.__all__, *conv_more.__all__,
+           *fluid_compat_more.__all__]

@@ -13,6 +13,7 @@ from . import (  # noqa: F401
     extra,
     fake_quant,
     feed_fetch,
+    fluid_compat_ops,
     fused,
     interp,
     interp_more,

@@ -59,6 +59,7 @@ def _load() -> None:
             extra,
             fake_quant,
             feed_fetch,
+            fluid_compat_ops,
             fused,
             interp,
             interp_more,

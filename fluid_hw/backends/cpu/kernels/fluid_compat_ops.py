@@ -1,0 +1,172 @@
+"""Kernels of ``ir/ops/fluid_compat_ops.py`` and their gradients."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ..context import KernelContext
+from . import register_kernel
+
+
+@register_kernel("cvm")
+def _cvm(ctx: KernelContext) -> None:
+    x, lod = ctx.input_with_lod("X")
+    if ctx.attrs["use_cvm"]:
+        y = x.astype(np.float64).copy()
+        y[:, 0] = np.log(x[:, 0] + 1.0)
+        y[:, 1] = np.log(x[:, 1] + 1.0) - y[:, 0]
+        ctx.set_output("Y", y.astype(x.dtype), lod=lod)
+    else:
+        ctx.set_output("Y", x[:, 2:].copy(), lod=lod)
+
+
+@register_kernel("cvm_grad")
+def _cvm_grad(ctx: KernelContext) -> None:
+    """The derivative of the forward (Paddle's backward writes the CVM input into the
+    show / click gradients instead; fluid-hw's is the true gradient)."""
+    if not ctx.has_output("X@GRAD"):
+        return
+    x, d = ctx.input("X"), ctx.input("Y@GRAD")
+    g = np.zeros(x.shape, np.float64)
+    if ctx.attrs["use_cvm"]:
+        g[:, 2:] = d[:, 2:]
+        g[:, 0] = (d[:, 0] - d[:, 1]) / (x[:, 0] + 1.0)
+        g[:, 1] = d[:, 1] / (x[:, 1] + 1.0)
+    else:
+        g[:, 2:] = d
+    ctx.set_output("X@GRAD", g.astype(d.dtype))
+
+
+def focus_mask(t: np.ndarray) -> np.ndarray:
+    """Greedy: the largest elements of a 2-D table, one per row and column."""
+    mask = np.zeros(t.shape, bool)
+    rows: set[int] = set()
+    cols: set[int] = set()
+    for flat in np.argsort(-t, axis=None, kind="stable"):
+        r, c = divmod(int(flat), t.shape[1])
+        if r in rows or c in cols:
+            continue
+        mask[r, c] = True
+        rows.add(r)
+        cols.add(c)
+        if len(rows) == t.shape[0] or len(cols) == t.shape[1]:
+            break
+    return mask
+
+
+@register_kernel("similarity_focus")
+def _similarity_focus(ctx: KernelContext) -> None:
+    x = ctx.input("X")
+    ax = ctx.attrs["axis"]
+    out = np.zeros(x.shape, bool)
+    for n in range(x.shape[0]):
+        for i in ctx.attrs["indexes"]:
+            m = focus_mask(np.take(x[n], i, axis=ax - 1))
+            out[n] |= np.expand_dims(m, ax - 1)
+    ctx.set_output("Out", out.astype(x.dtype))
+
+
+def _im2seq_geometry(ctx: KernelContext, x: np.ndarray
+                     ) -> tuple[np.ndarray, list[int], list[int], int, int]:
+    kh, kw = ctx.attrs["kernels"]
+    sh, sw = ctx.attrs["strides"]
+    up, left, down, right = ctx.attrs["paddings"]
+    xp = np.pad(x, [(0, 0), (0, 0), (up, down), (left, right)])
+    oh = (xp.shape[2] - kh) // sh + 1
+    ow = (xp.shape[3] - kw) // sw + 1
+    if oh < 1 or ow < 1:
+        raise ValueError(f"im2sequence: kernel {kh}x{kw} does not fit the padded image "
+                         f"{list(xp.shape[2:])}")
+    return xp, [kh, kw], [sh, sw], oh, ow
+
+
+@register_kernel("im2sequence")
+def _im2sequence(ctx: KernelContext) -> None:
+    x = ctx.input("X")
+    xp, (kh, kw), (sh, sw), oh, ow = _im2seq_geometry(ctx, x)
+    n, c = x.shape[:2]
+    out = np.empty((n, oh, ow, c, kh, kw), x.dtype)
+    for i, j in itertools.product(range(kh), range(kw)):
+        out[..., i, j] = xp[:, :, i:i + sh * (oh - 1) + 1:sh,
+                            j:j + sw * (ow - 1) + 1:sw].transpose(0, 2, 3, 1)
+    ctx.set_output("Out", out.reshape(n * oh * ow, c * kh * kw),
+                   lod=[list(range(0, n * oh * ow + 1, oh * ow))])
+
+
+@register_kernel("im2sequence_grad")
+def _im2sequence_grad(ctx: KernelContext) -> None:
+    if not ctx.has_output("X@GRAD"):
+        return
+    x = ctx.input("X")
+    xp, (kh, kw), (sh, sw), oh, ow = _im2seq_geometry(ctx, x)
+    n, c = x.shape[:2]
+    d = ctx.input("Out@GRAD").reshape(n, oh, ow, c, kh, kw)
+    dxp = np.zeros(xp.shape, d.dtype)
+    for i, j in itertools.product(range(kh), range(kw)):
+        dxp[:, :, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw] += \
+            d[..., i, j].transpose(0, 3, 1, 2)
+    up, left = ctx.attrs["paddings"][:2]
+    ctx.set_output("X@GRAD", dxp[:, :, up:up + x.shape[2], left:left + x.shape[3]])
+
+
+def tree_paths(labels: np.ndarray, num_classes: int) -> tuple[np.ndarray, np.ndarray,
+                                                             np.ndarray]:
+    """(node index [N, depth], bit [N, depth], valid [N, depth]) of each label's path in
+    Paddle's default tree (code = label + num_classes; node j = (code >> (j + 1)) - 1,
+    bit j = (code >> j) & 1, for j below the code's bit length - 1)."""
+    code = labels.astype(np.int64) + num_classes
+    depth = max(1, (2 * num_classes - 1).bit_length() - 1)
+    j = np.arange(depth)[None, :]
+    length = np.floor(np.log2(code)).astype(np.int64)[:, None]
+    valid = j < length
+    node = np.where(valid, (code[:, None] >> (j + 1)) - 1, 0)
+    bit = np.where(valid, (code[:, None] >> j) & 1, 0)
+    return node, bit, valid
+
+
+def _hs_forward(ctx: KernelContext) -> tuple[np.ndarray, ...]:
+    x, w = ctx.input("X").astype(np.float64), ctx.input("W").astype(np.float64)
+    n_cls = ctx.attrs["num_classes"]
+    lab = ctx.input("Label").reshape(-1)
+    if lab.size != x.shape[0] or (lab.size and (lab.min() < 0 or lab.max() >= n_cls)):
+        raise ValueError(f"hierarchical_sigmoid: Label needs one class in [0, {n_cls}) per "
+                         f"row of X ({x.shape[0]})")
+    node, bit, valid = tree_paths(lab, n_cls)
+    pre = np.einsum("nd,njd->nj", x, w[node])
+    if ctx.has_input("Bias"):
+        pre += ctx.input("Bias").reshape(-1)[node]
+    raw = pre
+    pre = np.clip(pre, -40.0, 40.0)
+    return x, w, node, bit, valid, pre, raw
+
+
+@register_kernel("hierarchical_sigmoid")
+def _hsigmoid(ctx: KernelContext) -> None:
+    _, _, _, bit, valid, pre, _ = _hs_forward(ctx)
+    sp = np.maximum(pre, 0) + np.log1p(np.exp(-np.abs(pre)))
+    out = ((sp - bit * pre) * valid).sum(axis=1, keepdims=True)
+    dt = ctx.input("X").dtype
+    ctx.set_output("Out", out.astype(dt))
+    ctx.set_output("PreOut", (pre * valid).astype(dt))
+
+
+@register_kernel("hierarchical_sigmoid_grad")
+def _hsigmoid_grad(ctx: KernelContext) -> None:
+    x, w, node, bit, valid, pre, raw = _hs_forward(ctx)
+    d = ctx.input("Out@GRAD").reshape(-1, 1).astype(np.float64)
+    inside = (raw > -40.0) & (raw < 40.0)
+    dpre = d * (1 / (1 + np.exp(-pre)) - bit) * valid * inside
+    dt = ctx.input("X").dtype
+    if ctx.has_output("X@GRAD"):
+        ctx.set_output("X@GRAD", np.einsum("nj,njd->nd", dpre, w[node]).astype(dt))
+    if ctx.has_output("W@GRAD"):
+        dw = np.zeros_like(w)
+        np.add.at(dw, node, dpre[..., None] * x[:, None, :])
+        ctx.set_output("W@GRAD", dw.astype(dt))
+    if ctx.has_output("Bias@GRAD"):
+        b = ctx.input("Bias")
+        db = np.zeros(b.size)
+        np.add.at(db, node, dpre)
+        ctx.set_output("Bias@GRAD", db.reshape(b.shape).astype(dt))

@@ -1,0 +1,98 @@
+"""Specialised layers of Paddle 1.5 (issue 20): ``continuous_value_model``,
+``similarity_focus``, ``im2sequence`` and ``hsigmoid`` (the default tree)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ...errors import ShapeError
+from ...ir.program import Variable
+from ..layer_helper import LayerHelper
+from ..param_attr import ParamAttr
+
+__all__ = ["continuous_value_model", "similarity_focus", "im2sequence", "hsigmoid"]
+
+
+def continuous_value_model(input: Variable, cvm: Variable, use_cvm: bool = True) -> Variable:
+    """CTR show/click features: with ``use_cvm`` the first two columns of ``input``
+    become log(show + 1) and log(click + 1) - log(show + 1); without, they are dropped."""
+    helper = LayerHelper("cvm")
+    out = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("cvm", {"X": input, "CVM": cvm}, {"Y": out}, {"use_cvm": bool(use_cvm)})
+    return out
+
+
+def similarity_focus(input: Variable, axis: int, indexes: Sequence[int],
+                     name: str | None = None) -> Variable:
+    """A 0/1 mask of ``input`` [N, C, A, B]: for each index of dim ``axis``, the largest
+    elements of that 2-D slice picked one per row and column (see the op)."""
+    if axis not in (1, 2, 3):
+        raise ValueError(f"similarity_focus: axis must be 1, 2 or 3, got {axis}")
+    helper = LayerHelper("similarity_focus", name=name)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("similarity_focus", {"X": input}, {"Out": out},
+                     {"axis": int(axis), "indexes": [int(i) for i in indexes]})
+    out.stop_gradient = True
+    return out
+
+
+def _two(v: int | Sequence[int], what: str) -> list[int]:
+    out = [v, v] if isinstance(v, int) else [int(a) for a in v]
+    if len(out) != 2:
+        raise ValueError(f"im2sequence: {what} must be an int or two ints, got {v!r}")
+    return out
+
+
+def im2sequence(input: Variable, filter_size: int | Sequence[int] = 1,
+                stride: int | Sequence[int] = 1, padding: int | Sequence[int] = 0,
+                input_image_size: Variable | None = None, out_stride: int = 1,
+                name: str | None = None) -> Variable:
+    """Each ``filter_size`` patch of each NCHW image as a row [C*kh*kw]: one sequence of
+    out_h*out_w rows per image.  ``padding``: an int, [pad_h, pad_w] or [up, left, down,
+    right]."""
+    if input_image_size is not None or out_stride != 1:
+        raise ValueError("im2sequence: input_image_size / out_stride (per-image real sizes) "
+                         "are not supported")
+    pad = [padding] * 4 if isinstance(padding, int) else [int(p) for p in padding]
+    if len(pad) == 2:
+        pad = [pad[0], pad[1], pad[0], pad[1]]
+    if len(pad) != 4:
+        raise ValueError(f"im2sequence: padding must be an int, 2 or 4 ints, got {padding!r}")
+    helper = LayerHelper("im2sequence", name=name)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("im2sequence", {"X": input}, {"Out": out},
+                     {"kernels": _two(filter_size, "filter_size"),
+                      "strides": _two(stride, "stride"), "paddings": pad})
+    return out
+
+
+def hsigmoid(input: Variable, label: Variable, num_classes: int, param_attr: Any = None,
+             bias_attr: Any = None, name: str | None = None, path_table: Any = None,
+             path_code: Any = None, is_custom: bool = False, is_sparse: bool = False
+             ) -> Variable:
+    """Hierarchical sigmoid loss over Paddle's default complete binary tree of
+    ``num_classes`` leaves ([N, 1]); weights [num_classes - 1, D] and a bias per node."""
+    if is_custom or path_table is not None or path_code is not None:
+        raise ValueError("hsigmoid: custom trees (path_table / path_code) are not supported")
+    if num_classes < 2:
+        raise ValueError(f"hsigmoid: num_classes must be >= 2, got {num_classes}")
+    d = input.shape[-1]
+    if len(input.shape) != 2 or d is None or d <= 0:
+        raise ShapeError(f"hsigmoid: input {input.name!r} must be [N, D] with D known, got "
+                         f"{list(input.shape)}")
+    helper = LayerHelper("hierarchical_sigmoid", name=name)
+    pa = ParamAttr.to_attr(param_attr)
+    assert isinstance(pa, ParamAttr)
+    w = helper.create_parameter(pa, [num_classes - 1, d], input.dtype_name)
+    ins: dict[str, Any] = {"X": input, "W": w, "Label": label}
+    if bias_attr is not False:
+        ba = ParamAttr.to_attr(bias_attr)
+        assert isinstance(ba, ParamAttr)
+        ins["Bias"] = helper.create_parameter(ba, [num_classes - 1, 1], input.dtype_name,
+                                              is_bias=True)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    pre = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("hierarchical_sigmoid", ins, {"Out": out, "PreOut": pre},
+                     {"num_classes": int(num_classes)})
+    return out

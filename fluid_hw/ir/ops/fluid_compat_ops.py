@@ -1,0 +1,87 @@
+"""Specialised ops of Paddle 1.5's fluid.layers (issue 20): ``cvm`` (layers.
+continuous_value_model), ``similarity_focus``, ``im2sequence`` and
+``hierarchical_sigmoid`` (layers.hsigmoid, the default complete binary tree)."""
+
+from __future__ import annotations
+
+from ..dtypes import VarType
+from ..registry import Attr, InferContext, Slot, define_op
+
+
+@define_op("cvm", ["X", "CVM"], ["Y"], [Attr("use_cvm", "bool", True)],
+           doc="X's first two columns are show and click counts: with use_cvm Y = X with "
+               "them replaced by log(show + 1) and log(click + 1) - log(show + 1); without, "
+               "Y = X without them.")
+def _cvm(ctx: InferContext) -> None:
+    xs = ctx.input_shape("X")
+    ctx.check(len(xs) == 2 and (xs[1] < 0 or xs[1] > 2), f"X must be [N, 2 + features], got "
+              f"{xs}")
+    x = ctx.input_var("X")
+    width = xs[1] if ctx.attr("use_cvm") or xs[1] < 0 else xs[1] - 2
+    ctx.set_output("Y", [xs[0], width], x.dtype, lod_level=x.lod_level)
+
+
+@define_op("similarity_focus", ["X"], ["Out"],
+           [Attr("axis", "int", allowed=(1, 2, 3)), Attr("indexes", "ints")],
+           doc="A 0/1 mask of X's shape [N, C, A, B]: for each index i of dim `axis`, the "
+               "2-D slice's largest elements taken greedily, one per row and column, marked "
+               "(broadcast along `axis`; the masks of the indexes or-ed).")
+def _similarity_focus(ctx: InferContext) -> None:
+    xs = ctx.input_shape("X")
+    ctx.check(len(xs) == 4, f"X must be 4-D, got {xs}")
+    ax = ctx.attr("axis")
+    ctx.check(bool(ctx.attr("indexes")) and all(
+        i >= 0 and (xs[ax] < 0 or i < xs[ax]) for i in ctx.attr("indexes")),
+        f"indexes {ctx.attr('indexes')} must be non-empty positions of dim {ax} ({xs[ax]})")
+    ctx.share("X", "Out")
+
+
+@define_op("im2sequence", ["X"], ["Out"],
+           [Attr("kernels", "ints"), Attr("strides", "ints", [1, 1]),
+            Attr("paddings", "ints", [0, 0, 0, 0], doc="[up, left, down, right]")],
+           doc="Out = every kh x kw patch of each image (NCHW) as a row [C*kh*kw], row "
+               "order (oh, ow); one sequence of oh*ow rows per image.")
+def _im2sequence(ctx: InferContext) -> None:
+    xs = ctx.input_shape("X")
+    ctx.check(len(xs) == 4, f"X must be NCHW, got {xs}")
+    k = list(ctx.attr("kernels"))
+    ctx.check(len(k) == 2 and min(k) >= 1, f"kernels must be [kh, kw] >= 1, got {k}")
+    width = -1 if xs[1] < 0 else xs[1] * k[0] * k[1]
+    s, p = list(ctx.attr("strides")), list(ctx.attr("paddings"))
+    rows = -1
+    if min(xs[0], xs[2], xs[3]) >= 0:
+        oh = (xs[2] + p[0] + p[2] - k[0]) // s[0] + 1
+        ow = (xs[3] + p[1] + p[3] - k[1]) // s[1] + 1
+        ctx.check(oh >= 1 and ow >= 1, f"kernels {k} do not fit the padded image")
+        rows = xs[0] * oh * ow
+    ctx.set_output("Out", [rows, width], ctx.input_dtype("X"), lod_level=1)
+
+
+@define_op("hierarchical_sigmoid", ["X", "W", "Label", Slot("Bias", dispensable=True)],
+           ["Out", Slot("PreOut", intermediate=True)],
+           [Attr("num_classes", "int", min=2)],
+           doc="Out[i] = sum over the nodes j on label i's path of a complete binary tree "
+               "of softplus(p_j) - bit_j * p_j, p_j = clip(X[i] . W[node_j] + Bias[node_j], "
+               "-40, 40) (Paddle's default tree: code = label + num_classes).")
+def _hsigmoid(ctx: InferContext) -> None:
+    xs, ws = ctx.input_shape("X"), ctx.input_shape("W")
+    n = ctx.attr("num_classes")
+    ctx.check(len(xs) == 2 and ws == [n - 1, xs[1]],
+              f"W must be [num_classes - 1, {xs[1]}] = [{n - 1}, {xs[1]}], got {ws}")
+    ctx.check(ctx.input_dtype("Label") in (VarType.INT32, VarType.INT64), "Label must be int")
+    ctx.set_output("Out", [xs[0], 1], ctx.input_dtype("X"))
+    depth = max(1, (2 * n - 1).bit_length() - 1)
+    ctx.set_output("PreOut", [xs[0], depth], ctx.input_dtype("X"))
+
+
+def _declare() -> None:
+    from ..grad import define_default_grad, no_grad
+
+    define_default_grad("cvm", uses=("X",), out_grads=["Y"], in_grads=["X"])
+    no_grad("metric", "similarity_focus")
+    define_default_grad("im2sequence", uses=("X",))
+    define_default_grad("hierarchical_sigmoid", uses=("X", "W", "Label", "Bias"),
+                        in_grads=["X", "W", "Bias"])
+
+
+_declare()

@@ -1,0 +1,95 @@
+"""continuous_value_model, similarity_focus, im2sequence and hsigmoid (issue 20)
+against numpy."""
+
+import numpy as np
+import pytest
+
+import fluid_hw as fluid
+from fluid_hw import layers
+from tests.op_harness import run_op
+
+R = np.random.default_rng(29)
+
+
+def test_cvm():
+    x = np.abs(R.normal(size=(3, 5)))
+    y = run_op("cvm", {"X": x, "CVM": x[:, :2]}, {"use_cvm": True})["Y"]
+    want = x.copy()
+    want[:, 0] = np.log(x[:, 0] + 1)
+    want[:, 1] = np.log(x[:, 1] + 1) - np.log(x[:, 0] + 1)
+    np.testing.assert_allclose(y, want)
+    np.testing.assert_array_equal(run_op("cvm", {"X": x, "CVM": x[:, :2]},
+                                         {"use_cvm": False})["Y"], x[:, 2:])
+
+
+def test_similarity_focus_greedy_mask():
+    x = np.zeros((1, 2, 3, 3))
+    x[0, 0] = [[9, 8, 1], [7, 6, 2], [3, 4, 5]]
+    out = run_op("similarity_focus", {"X": x}, {"axis": 1, "indexes": [0]})["Out"]
+    # 9 at (0, 0); then 6 at (1, 1); then 5 at (2, 2)
+    np.testing.assert_array_equal(out[0, 0], np.eye(3))
+    np.testing.assert_array_equal(out[0, 1], np.eye(3))  # broadcast along axis 1
+
+
+def test_im2sequence():
+    x = R.normal(size=(2, 2, 3, 4)).astype(np.float32)
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        out = layers.im2sequence(layers.data("x", shape=[2, 3, 4], dtype="float32"),
+                                 filter_size=[2, 2], stride=[1, 2], padding=[0, 1])
+    got, = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": x}, fetch_list=[out],
+                                                return_numpy=False)
+    xp = np.pad(x, [(0, 0), (0, 0), (0, 0), (1, 1)])
+    rows = [xp[n, :, i:i + 2, j:j + 2].reshape(-1) for n in range(2) for i in range(2)
+            for j in range(0, 5, 2)]
+    np.testing.assert_array_equal(np.asarray(got), np.stack(rows))
+    assert got.recursive_sequence_lengths() == [[6, 6]]
+
+
+def _hs_ref(x, w, b, labels, n_cls):
+    out = []
+    for xi, c in zip(x, labels):
+        code = c + n_cls
+        total = 0.0
+        for j in range(int(np.floor(np.log2(code)))):
+            node = (code >> (j + 1)) - 1
+            bit = (code >> j) & 1
+            p = np.clip(xi @ w[node] + b[node, 0], -40, 40)
+            total += np.log1p(np.exp(p)) - bit * p
+        out.append([total])
+    return np.array(out)
+
+
+def test_hsigmoid_matches_the_tree_and_trains():
+    n_cls, d = 6, 4
+    x = R.normal(size=(8, d)).astype(np.float32)
+    lab = R.integers(0, n_cls, size=(8, 1)).astype(np.int64)
+    main, start = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, start):
+        xv = layers.data("x", shape=[d], dtype="float32")
+        lv = layers.data("y", shape=[1], dtype="int64")
+        cost = layers.hsigmoid(xv, lv, n_cls, param_attr=fluid.ParamAttr(name="hs_w"),
+                               bias_attr=fluid.ParamAttr(name="hs_b"))
+        avg = layers.mean(cost)
+        fluid.optimizer.SGD(0.5).minimize(avg)
+    exe = fluid.Executor(fluid.CPUPlace())
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(start)
+        sc = fluid.global_scope()
+        w = np.asarray(sc.find_var("hs_w").get_tensor()).copy()
+        b = np.asarray(sc.find_var("hs_b").get_tensor()).copy()
+        first, = exe.run(main, feed={"x": x, "y": lab}, fetch_list=[cost])
+        losses = [float(exe.run(main, feed={"x": x, "y": lab}, fetch_list=[avg])[0][0])
+                  for _ in range(30)]
+    np.testing.assert_allclose(first, _hs_ref(x.astype(np.float64), w, b, lab[:, 0], n_cls),
+                               rtol=1e-5)
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def test_bad_input_is_named():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        x = layers.data("x", shape=[3, 4, 4], dtype="float32")
+        with pytest.raises(ValueError, match="similarity_focus: axis"):
+            layers.similarity_focus(x, 0, [0])
+        with pytest.raises(ValueError, match="hsigmoid: custom trees"):
+            layers.hsigmoid(x, x, 4, is_custom=True)
