@@ -564,6 +564,11 @@ class Block:
     __str__ = __repr__
 
 
+#: the Program attributes Fluid's DistributeTranspiler sets (clone keeps them)
+DISTRIBUTED_ATTRS = ("_is_distributed", "_is_chief", "_endpoints", "_ps_endpoint",
+                     "_trainers_endpoints", "_distributed_lookup_table")
+
+
 class Program:
     """A whole program: blocks of ops; block 0 is the global block."""
 
@@ -579,6 +584,13 @@ class Program:
         self.random_seed = 0
         self._param_extras: dict[str, dict[str, Any]] = {}
         self._current_block_idx = 0
+        # what Fluid's DistributeTranspiler.transpile records on a program
+        self._is_distributed = False
+        self._is_chief = False
+        self._endpoints: list[str] = []
+        self._ps_endpoint: str | None = None
+        self._trainers_endpoints: list[str] = []
+        self._distributed_lookup_table: str | None = None
         self.blocks = [Block(self, i) for i in range(len(desc.blocks))]
 
     def _bump(self) -> None:
@@ -670,6 +682,8 @@ class Program:
         p = Program(pb.ProgramDesc.FromString(self.desc.SerializeToString()))
         p.random_seed = self.random_seed
         p._param_extras = copy.deepcopy(self._param_extras)
+        for attr in DISTRIBUTED_ATTRS:
+            setattr(p, attr, copy.copy(getattr(self, attr)))
         if for_test:
             for b in p.blocks:
                 for op in b.ops:

@@ -119,6 +119,19 @@ def _parse_endpoints(pservers: str | Sequence[str] | Sequence[int]) -> list[str]
     return eps
 
 
+def _distributed_table(program: Program) -> tuple[bool, str | None]:
+    """Whether ``program`` looks up a table with ``is_distributed=True``, and that
+    table's name (Fluid's ``has_distributed_lookup_table`` / ``table_name``)."""
+    tables = {op.input("W")[0] for op in program.global_block().ops
+              if op.type == "lookup_table" and op.has_attr("is_distributed")
+              and op.attr("is_distributed")}
+    if len(tables) > 1:
+        raise TranspileError(f"the program looks up {len(tables)} distributed tables "
+                             f"{sorted(tables)}; Fluid's transpiler supports one")
+    name = next(iter(tables), None)
+    return name is not None, name
+
+
 def _copy_var(block: Block, src: Variable, name: str | None = None,
               shape: Sequence[int] | None = None, persistable: bool | None = None) -> Variable:
     return block.create_var(
@@ -200,6 +213,13 @@ class DistributeTranspiler:
         self.checkpoint_dir, self.checkpoint_every, self.resume = cfg.resolved()
         src = program if program is not None else default_main_program()
         st = startup_program if startup_program is not None else default_startup_program()
+        self.has_distributed_lookup_table, self.table_name = _distributed_table(src)
+        for prog in (src, st):  # as Fluid records them on the programs it was given
+            prog._is_distributed = True
+            prog._endpoints = list(self.endpoints)
+            prog._ps_endpoint = current_endpoint
+            prog._is_chief = trainer_id == 0
+            prog._distributed_lookup_table = self.table_name
         self.origin_program = src.clone()
         self.origin_startup = st.clone()
         self._analyse()
