@@ -18,3 +18,25 @@ CASES = [
               "Label": np.array([[0], [4], [2], [3]], np.int64),
               "Bias": R.uniform(-1, 1, (4, 1))}, {"num_classes": 5}),
 ]
+
+from tests.grad_lod_harness import LoDGradCase  # noqa: E402
+
+
+def _off_integers(g, size):
+    """grid points kept away from pixel centres (where bilinear weights have kinks)."""
+    pix = (g + 1) * (size - 1) / 2
+    frac = pix - np.floor(pix)
+    pix = np.where(frac < 0.1, pix + 0.15, np.where(frac > 0.9, pix - 0.15, pix))
+    return pix * 2 / (size - 1) - 1
+
+
+_G = R.uniform(-0.9, 0.9, (1, 2, 2, 2))
+_G[..., 0] = _off_integers(_G[..., 0], 4)
+_G[..., 1] = _off_integers(_G[..., 1], 3)
+
+CASES += [
+    LoDGradCase("warpctc", {"Logits": R.uniform(-1, 1, (7, 4)),
+                            "Label": np.array([[1], [2], [3]], np.int32)},
+                lod={"Logits": [[4, 3]], "Label": [[2, 1]]}, outputs=["Loss"]),
+    GradCase("grid_sampler", {"X": R.uniform(-1, 1, (1, 2, 3, 4)), "Grid": _G}),
+]

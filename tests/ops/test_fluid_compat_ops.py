@@ -93,3 +93,49 @@ def test_bad_input_is_named():
             layers.similarity_focus(x, 0, [0])
         with pytest.raises(ValueError, match="hsigmoid: custom trees"):
             layers.hsigmoid(x, x, 4, is_custom=True)
+
+
+def _ctc_brute(logits, label, blank):
+    import itertools as it
+
+    y = np.exp(logits - logits.max(1, keepdims=True))
+    y /= y.sum(1, keepdims=True)
+    total = 0.0
+    for path in it.product(range(logits.shape[1]), repeat=logits.shape[0]):
+        collapsed = [c for k, c in enumerate(path) if k == 0 or c != path[k - 1]]
+        if [c for c in collapsed if c != blank] == list(label):
+            total += np.prod([y[t, c] for t, c in enumerate(path)])
+    return -np.log(total)
+
+
+def test_warpctc_matches_brute_force():
+    lens, labels = [4, 3], [[1, 2], [2]]
+    x = R.normal(size=(7, 3)).astype(np.float32)
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        xv = layers.data("x", shape=[3], dtype="float32", lod_level=1)
+        lv = layers.data("l", shape=[1], dtype="int32", lod_level=1)
+        loss = layers.warpctc(xv, lv, blank=0)
+    place = fluid.CPUPlace()
+    feed = {"x": fluid.create_lod_tensor(x, [lens], place),
+            "l": fluid.create_lod_tensor(np.array([[1], [2], [2]], np.int32), [[2, 1]], place)}
+    got, = fluid.Executor(place).run(main, feed=feed, fetch_list=[loss])
+    want = [_ctc_brute(x[:4].astype(np.float64), labels[0], 0),
+            _ctc_brute(x[4:].astype(np.float64), labels[1], 0)]
+    np.testing.assert_allclose(got.reshape(-1), want, rtol=1e-5)
+
+
+def test_grid_sampler_matches_bilinear_sampling():
+    x = R.normal(size=(1, 2, 3, 4))
+    grid = R.uniform(-1.1, 1.1, size=(1, 2, 3, 2))
+    out = run_op("grid_sampler", {"X": x, "Grid": grid})["Output"]
+    want = np.zeros((1, 2, 2, 3))
+    for i in range(2):
+        for j in range(3):
+            px = (grid[0, i, j, 0] + 1) * 3 / 2
+            py = (grid[0, i, j, 1] + 1) * 2 / 2
+            for yy in range(3):
+                for xx in range(4):
+                    wgt = max(0, 1 - abs(px - xx)) * max(0, 1 - abs(py - yy))
+                    want[0, :, i, j] += wgt * x[0, :, yy, xx]
+    np.testing.assert_allclose(out, want, rtol=1e-10, atol=1e-12)

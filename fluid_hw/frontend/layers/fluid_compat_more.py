@@ -11,7 +11,8 @@ from ...ir.program import Variable
 from ..layer_helper import LayerHelper
 from ..param_attr import ParamAttr
 
-__all__ = ["continuous_value_model", "similarity_focus", "im2sequence", "hsigmoid"]
+__all__ = ["continuous_value_model", "similarity_focus", "im2sequence", "hsigmoid",
+           "warpctc", "grid_sampler"]
 
 
 def continuous_value_model(input: Variable, cvm: Variable, use_cvm: bool = True) -> Variable:
@@ -95,4 +96,26 @@ def hsigmoid(input: Variable, label: Variable, num_classes: int, param_attr: Any
     pre = helper.create_variable_for_type_inference(input.dtype)
     helper.append_op("hierarchical_sigmoid", ins, {"Out": out, "PreOut": pre},
                      {"num_classes": int(num_classes)})
+    return out
+
+
+def warpctc(input: Variable, label: Variable, blank: int = 0, norm_by_times: bool = False,
+            use_cudnn: bool = False) -> Variable:
+    """CTC loss per sequence ([num_seqs, 1]) of unnormalised class scores ``input`` (LoD
+    [T, classes + 1]) against ``label`` (LoD int [L, 1]); ``blank`` is the blank class."""
+    helper = LayerHelper("warpctc")
+    loss = helper.create_variable_for_type_inference(input.dtype)
+    grad = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("warpctc", {"Logits": input, "Label": label},
+                     {"Loss": loss, "WarpCTCGrad": grad},
+                     {"blank": int(blank), "norm_by_times": bool(norm_by_times)})
+    return loss
+
+
+def grid_sampler(x: Variable, grid: Variable, name: str | None = None) -> Variable:
+    """``x`` (NCHW) sampled bilinearly at ``grid`` [N, H_out, W_out, 2] (x, y in [-1, 1],
+    corners aligned, zero outside); with affine_grid, a spatial transformer."""
+    helper = LayerHelper("grid_sampler", name=name)
+    out = helper.create_variable_for_type_inference(x.dtype)
+    helper.append_op("grid_sampler", {"X": x, "Grid": grid}, {"Output": out})
     return out

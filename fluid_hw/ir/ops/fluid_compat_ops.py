@@ -85,3 +85,38 @@ def _declare() -> None:
 
 
 _declare()
+
+
+@define_op("warpctc", ["Logits", "Label"], ["Loss", Slot("WarpCTCGrad", intermediate=True)],
+           [Attr("blank", "int", 0, min=0), Attr("norm_by_times", "bool", False)],
+           doc="Loss[i] = -log p(label i | logits of sequence i) under CTC (softmax over the "
+               "classes, `blank` the blank class); norm_by_times divides the gradient by the "
+               "sequence's length (as warp-ctc does, the loss is not divided).")
+def _warpctc(ctx: InferContext) -> None:
+    lg, lab = ctx.input_var("Logits"), ctx.input_var("Label")
+    ctx.check(lg.lod_level > 0 and lab.lod_level > 0,
+              "Logits and Label must be LoD tensors (one sequence per example)")
+    ctx.check(lab.dtype in (VarType.INT32, VarType.INT64), "Label must be int class ids")
+    ctx.set_output("Loss", [-1, 1], lg.dtype, lod_level=0)
+    ctx.share("Logits", "WarpCTCGrad")
+
+
+@define_op("grid_sampler", ["X", "Grid"], ["Output"],
+           doc="Output[n, c, i, j] = X[n, c] sampled bilinearly at Grid[n, i, j] = (x, y) in "
+               "[-1, 1] (corners aligned: -1 the first pixel, 1 the last; zero outside).")
+def _grid_sampler(ctx: InferContext) -> None:
+    xs, gs = ctx.input_shape("X"), ctx.input_shape("Grid")
+    ctx.check(len(xs) == 4 and len(gs) == 4 and gs[3] == 2,
+              f"X must be NCHW and Grid [N, H_out, W_out, 2], got {xs} and {gs}")
+    ctx.set_output("Output", [xs[0], xs[1], gs[1], gs[2]], ctx.input_dtype("X"))
+
+
+def _declare_more() -> None:
+    from ..grad import define_default_grad
+
+    define_default_grad("warpctc", uses=("WarpCTCGrad",), out_grads=["Loss"],
+                        in_grads=["Logits"])
+    define_default_grad("grid_sampler", uses=("X", "Grid"))
+
+
+_declare_more()

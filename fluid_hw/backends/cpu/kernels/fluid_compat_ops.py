@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -170,3 +172,135 @@ def _hsigmoid_grad(ctx: KernelContext) -> None:
         db = np.zeros(b.size)
         np.add.at(db, node, dpre)
         ctx.set_output("Bias@GRAD", db.reshape(b.shape).astype(dt))
+
+
+def _lse(a: np.ndarray) -> np.ndarray:
+    m = np.max(a, axis=0)
+    safe = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        return safe + np.log(np.exp(a - safe).sum(axis=0))
+
+
+def ctc_sequence(logits: np.ndarray, label: list[int], blank: int
+                 ) -> tuple[float, np.ndarray]:
+    """(-log p(label), d loss / d logits) of one sequence (logits [T, C])."""
+    z = logits - logits.max(axis=1, keepdims=True)
+    logy = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    ext = [blank]
+    for c in label:
+        ext += [c, blank]
+    t_len, s_len = logy.shape[0], len(ext)
+    neg = -np.inf
+    la = np.full((t_len, s_len), neg)
+    lb = np.full((t_len, s_len), neg)
+    skip = np.array([s >= 2 and ext[s] != blank and ext[s] != ext[s - 2]
+                     for s in range(s_len)])
+    la[0, 0] = logy[0, ext[0]]
+    if s_len > 1:
+        la[0, 1] = logy[0, ext[1]]
+    for t in range(1, t_len):
+        prev = la[t - 1]
+        cand = np.stack([prev, np.concatenate([[neg], prev[:-1]]),
+                         np.where(skip, np.concatenate([[neg, neg], prev[:-2]]), neg)])
+        la[t] = _lse(cand) + logy[t, ext]
+    lb[-1, -1] = logy[-1, ext[-1]]
+    if s_len > 1:
+        lb[-1, -2] = logy[-1, ext[-2]]
+    skip_fwd = np.array([s + 2 < s_len and ext[s] != blank and ext[s] != ext[s + 2]
+                         for s in range(s_len)])
+    for t in range(t_len - 2, -1, -1):
+        nxt = lb[t + 1]
+        cand = np.stack([nxt, np.concatenate([nxt[1:], [neg]]),
+                         np.where(skip_fwd, np.concatenate([nxt[2:], [neg, neg]]), neg)])
+        lb[t] = _lse(cand) + logy[t, ext]
+    ends = la[-1, -2:] if s_len > 1 else la[-1, -1:]
+    logp = float(_lse(ends))
+    occ = la + lb - logy[:, ext] - logp  # log of each path position's posterior
+    grad = np.exp(logy)
+    with np.errstate(invalid="ignore"):
+        for s, c in enumerate(ext):
+            grad[:, c] -= np.exp(occ[:, s])
+    return -logp, grad
+
+
+@register_kernel("warpctc")
+def _warpctc(ctx: KernelContext) -> None:
+    x, xlod = ctx.input_with_lod("Logits")
+    lab, llod = ctx.input_with_lod("Label")
+    if not xlod or not llod or len(xlod[-1]) != len(llod[-1]):
+        raise ValueError("warpctc: Logits and Label need LoDs with one sequence per example "
+                         "each")
+    blank = ctx.attrs["blank"]
+    if blank >= x.shape[1]:
+        raise ValueError(f"warpctc: blank {blank} is not one of the {x.shape[1]} classes")
+    labels = lab.reshape(-1).astype(np.int64)
+    loss, grad = [], np.zeros(x.shape, np.float64)
+    for (b, e), (lb_, le) in zip(itertools.pairwise(xlod[-1]), itertools.pairwise(llod[-1])):
+        nll, g = ctc_sequence(x[b:e].astype(np.float64), labels[lb_:le].tolist(), blank)
+        if ctx.attrs["norm_by_times"]:
+            g = g / max(e - b, 1)
+        loss.append(nll)
+        grad[b:e] = g
+    ctx.set_output("Loss", np.asarray(loss, x.dtype).reshape(-1, 1))
+    ctx.set_output("WarpCTCGrad", grad.astype(x.dtype), lod=xlod)
+
+
+@register_kernel("warpctc_grad")
+def _warpctc_grad(ctx: KernelContext) -> None:
+    if not ctx.has_output("Logits@GRAD"):
+        return
+    g, lod = ctx.input_with_lod("WarpCTCGrad")
+    if not lod:
+        raise ValueError("warpctc_grad: WarpCTCGrad lost its LoD")
+    d = ctx.input("Loss@GRAD").reshape(-1)
+    seq = np.repeat(np.arange(len(lod[-1]) - 1), np.diff(np.asarray(lod[-1])))
+    ctx.set_output("Logits@GRAD", (g * d[seq][:, None]).astype(g.dtype), lod=lod)
+
+
+def _grid_taps(x: np.ndarray, grid: np.ndarray) -> Iterator[tuple[Any, ...]]:
+    h, w = x.shape[2:]
+    gx = (grid[..., 0] + 1) * (w - 1) / 2
+    gy = (grid[..., 1] + 1) * (h - 1) / 2
+    x0, y0 = np.floor(gx).astype(np.int64), np.floor(gy).astype(np.int64)
+    for dy in (0, 1):
+        for dx in (0, 1):
+            xi, yi = x0 + dx, y0 + dy
+            wx = (gx - x0) if dx else (1 - (gx - x0))
+            wy = (gy - y0) if dy else (1 - (gy - y0))
+            inside = (xi >= 0) & (xi < w) & (yi >= 0) & (yi < h)
+            yield (np.clip(yi, 0, h - 1), np.clip(xi, 0, w - 1), wx, wy, inside,
+                   (1 if dx else -1) * (w - 1) / 2, (1 if dy else -1) * (h - 1) / 2)
+
+
+@register_kernel("grid_sampler")
+def _grid_sampler(ctx: KernelContext) -> None:
+    x, grid = ctx.input("X").astype(np.float64), ctx.input("Grid").astype(np.float64)
+    n_idx = np.arange(x.shape[0])[:, None, None]
+    out = np.zeros((x.shape[0], x.shape[1], *grid.shape[1:3]))
+    for yi, xi, wx, wy, inside, _, _ in _grid_taps(x, grid):
+        v = x[n_idx, :, yi, xi]  # [N, Ho, Wo, C]
+        out += np.moveaxis(v * (wx * wy * inside)[..., None], -1, 1)
+    ctx.set_output("Output", out.astype(ctx.input("X").dtype))
+
+
+@register_kernel("grid_sampler_grad")
+def _grid_sampler_grad(ctx: KernelContext) -> None:
+    x, grid = ctx.input("X").astype(np.float64), ctx.input("Grid").astype(np.float64)
+    d = np.moveaxis(ctx.input("Output@GRAD").astype(np.float64), 1, -1)  # [N, Ho, Wo, C]
+    n_idx = np.broadcast_to(np.arange(x.shape[0])[:, None, None], grid.shape[:3])
+    dx = np.zeros_like(x)
+    dgrid = np.zeros_like(grid)
+    for yi, xi, wx, wy, inside, sx, sy in _grid_taps(x, grid):
+        wgt = wx * wy * inside
+        xt = np.moveaxis(dx, 1, -1)
+        np.add.at(xt, (n_idx, yi, xi), d * wgt[..., None])
+        dx = np.moveaxis(xt, -1, 1)
+        v = x[n_idx, :, yi, xi]
+        dot = (v * d).sum(-1) * inside
+        dgrid[..., 0] += dot * wy * sx
+        dgrid[..., 1] += dot * wx * sy
+    dt = ctx.input("X").dtype
+    if ctx.has_output("X@GRAD"):
+        ctx.set_output("X@GRAD", dx.astype(dt))
+    if ctx.has_output("Grid@GRAD"):
+        ctx.set_output("Grid@GRAD", dgrid.astype(dt))
