@@ -75,3 +75,20 @@ def test_nets_against_numpy(fresh):
         fluid.nets.img_conv_group(img, [2], pool_size=2, conv_padding=[1, 1])
     with pytest.raises(ValueError, match="3-D"):
         fluid.nets.scaled_dot_product_attention(img, img, img)
+
+
+def test_data_feeder_decorate_reader_and_feed_parallel(fresh):
+    x = fluid.layers.data(name="x", shape=[2])
+    feeder = fluid.DataFeeder([x], fluid.CPUPlace())
+
+    def batches():
+        yield [([1, 2],), ([3, 4],), ([5, 6],), ([7, 8],)]
+        yield [([9, 10],)]
+
+    single = list(feeder.decorate_reader(batches, multi_devices=False)())
+    assert [f["x"].shape for f in single] == [(4, 2), (1, 2)]
+    multi = list(feeder.decorate_reader(batches, multi_devices=True, num_places=2)())
+    assert len(multi) == 1  # the batch of 1 cannot be split in two: dropped
+    np.testing.assert_array_equal(multi[0][1]["x"], [[5, 6], [7, 8]])
+    parts = list(feeder.feed_parallel([[([1, 2],)], [([3, 4],)]], num_places=2))
+    assert [p["x"].tolist() for p in parts] == [[[1, 2]], [[3, 4]]]
