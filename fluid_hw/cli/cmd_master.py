@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 
@@ -22,6 +23,10 @@ def _run(args: argparse.Namespace) -> int:
 
     def ready(url: str) -> None:
         print(f"fluid-hw master: listening on {url} (state {master.store.root})", flush=True)
+        if not url.startswith(("http://127.", "http://localhost:", "http://::1")):
+            print("fluid-hw master: listening beyond this machine; the token travels in "
+                  "clear over HTTP: put a TLS proxy or an SSH tunnel in front "
+                  "(docs/cluster.md)", file=sys.stderr, flush=True)
 
     serve(master, args.listen, ready)
     return 0

@@ -136,6 +136,13 @@ def test_refused_requests_leave_nothing_behind(master, workdir):
                               env={k: v for k, v in os.environ.items()
                                    if not k.startswith("FLUID_HW_TOKEN")}, timeout=60)
     assert env_less.returncode == 2 and "no token" in env_less.stderr
+    # one master per state folder
+    second = subprocess.run([sys.executable, "-m", "fluid_hw.cli.main", "master", "--listen",
+                             "127.0.0.1:0", "--state", str(workdir / "state")], cwd=ROOT,
+                            env={**os.environ, "FLUID_HW_TOKEN": TOKEN}, capture_output=True,
+                            text=True, timeout=60)
+    assert second.returncode == 2, second.stdout + second.stderr
+    assert f"another master (pid {master.p.pid})" in second.stderr
 
 
 @pytest.mark.slow

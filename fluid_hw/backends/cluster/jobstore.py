@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -151,6 +152,7 @@ class JobStore:
         for d in (self.root, self.jobs, self.staging):
             d.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self._hold = _lock_state(self.root)  # one master per state folder, for its life
         for left in self.staging.iterdir():  # uploads a killed master was writing
             shutil.rmtree(left, ignore_errors=True)
 
@@ -232,6 +234,23 @@ class JobStore:
             rec["state"] = "lost" if rec.get("pid") else "starting"
         rec["step"] = last_step(d / "output.log")
         return rec
+
+
+def _lock_state(root: Path) -> int:
+    """An exclusive ``flock`` on ``root/master.lock`` (released when the process ends,
+    however it ends); a second master on the folder is refused, naming the first."""
+    path = root / "master.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise MasterError(f"another master (pid {holder}) serves the state folder {root}; "
+                          "stop it, or give this one another --state") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
 
 
 def runner_alive(pid: int, job_id: str) -> bool:
