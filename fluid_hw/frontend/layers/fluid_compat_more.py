@@ -12,7 +12,7 @@ from ..layer_helper import LayerHelper
 from ..param_attr import ParamAttr
 
 __all__ = ["continuous_value_model", "similarity_focus", "im2sequence", "hsigmoid",
-           "warpctc", "grid_sampler"]
+           "warpctc", "grid_sampler", "roi_pool", "roi_align", "psroi_pool"]
 
 
 def continuous_value_model(input: Variable, cvm: Variable, use_cvm: bool = True) -> Variable:
@@ -119,3 +119,42 @@ def grid_sampler(x: Variable, grid: Variable, name: str | None = None) -> Variab
     out = helper.create_variable_for_type_inference(x.dtype)
     helper.append_op("grid_sampler", {"X": x, "Grid": grid}, {"Output": out})
     return out
+
+
+def _roi(op_type: str, input: Variable, rois: Variable, attrs: dict[str, Any],
+         name: str | None = None, extra: tuple[str, ...] = ()) -> Variable:
+    helper = LayerHelper(op_type, name=name)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    outs = {"Out": out, **{s: helper.create_variable_for_type_inference("int64")
+                           for s in extra}}
+    helper.append_op(op_type, {"X": input, "ROIs": rois}, outs, attrs)
+    return out
+
+
+def roi_pool(input: Variable, rois: Variable, pooled_height: int = 1, pooled_width: int = 1,
+             spatial_scale: float = 1.0) -> Variable:
+    """Max pooling of each box of ``rois`` (LoD [R, 4], x1 y1 x2 y2; one sequence per
+    image) into pooled_height x pooled_width bins: [R, C, ph, pw]."""
+    return _roi("roi_pool", input, rois,
+                {"pooled_height": int(pooled_height), "pooled_width": int(pooled_width),
+                 "spatial_scale": float(spatial_scale)}, extra=("Argmax",))
+
+
+def roi_align(input: Variable, rois: Variable, pooled_height: int = 1, pooled_width: int = 1,
+              spatial_scale: float = 1.0, sampling_ratio: int = -1,
+              name: str | None = None) -> Variable:
+    """RoIAlign: per bin, the mean of bilinear samples of each box: [R, C, ph, pw]."""
+    return _roi("roi_align", input, rois,
+                {"pooled_height": int(pooled_height), "pooled_width": int(pooled_width),
+                 "spatial_scale": float(spatial_scale),
+                 "sampling_ratio": int(sampling_ratio)}, name)
+
+
+def psroi_pool(input: Variable, rois: Variable, output_channels: int, spatial_scale: float,
+               pooled_height: int, pooled_width: int, name: str | None = None) -> Variable:
+    """Position-sensitive ROI average pooling: [R, output_channels, ph, pw] from an input
+    of output_channels * ph * pw channels."""
+    return _roi("psroi_pool", input, rois,
+                {"output_channels": int(output_channels),
+                 "spatial_scale": float(spatial_scale),
+                 "pooled_height": int(pooled_height), "pooled_width": int(pooled_width)}, name)

@@ -31,6 +31,7 @@ from . import (  # noqa: F401
     optimizer_more,
     quant,
     random,
+    roi,
     sequence,
     sequence_labeling,
     sequence_more,

@@ -77,6 +77,7 @@ def _load() -> None:
             optimizer_more,
             quant,
             random,
+            roi,
             sequence,
             sequence_labeling,
             sequence_more,
