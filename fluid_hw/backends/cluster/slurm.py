@@ -158,7 +158,8 @@ def batch_script(spec: LaunchSpec, opts: SlurmOptions, env: dict[str, str], fold
         lines.append(f"#SBATCH --ntasks-per-node={opts.ntasks_per_node}")
     lines.append("")
     lines += [f"export {k}={q(v)}" for k, v in env.items()]
-    lines += ["", " ".join(q(a) for a in srun_argv(spec, opts)),
+    lines += ["", 'echo "fluid-hw: Slurm job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"',
+              " ".join(q(a) for a in srun_argv(spec, opts)),
               "rc=$?", f"echo $rc > {q(str(folder))}/exit-$SLURM_JOB_ID", "exit $rc", ""]
     return "\n".join(lines)
 
@@ -224,7 +225,7 @@ def _follow(spec: LaunchSpec, job: str, out: Path, folder: Path,
         cancel(job)
         raise
     time.sleep(POLL_S)  # the last lines of the output file
-    _copy_new(out, pos, write)
+    _copy_new(out, pos, write, final=True)
     split_roles(out, folder / f"slurm-{job}")
     code_file = folder / f"exit-{job}"
     with contextlib.suppress(OSError, ValueError):
@@ -233,14 +234,17 @@ def _follow(spec: LaunchSpec, job: str, out: Path, folder: Path,
     return 1
 
 
-def _copy_new(path: Path, pos: int, write: Callable[[str], None]) -> int:
-    """Write the complete lines added to ``path`` since ``pos``; the new position."""
+def _copy_new(path: Path, pos: int, write: Callable[[str], None], final: bool = False) -> int:
+    """Write the complete lines added to ``path`` since ``pos`` (``final``: all that
+    is left); the new position."""
     try:
         with open(path, "rb") as f:
             f.seek(pos)
             data = f.read()
     except FileNotFoundError:
         return pos
+    if final and data and not data.endswith(b"\n"):
+        data += b"\n"
     end = data.rfind(b"\n") + 1
     if end:
         write(data[:end].decode(errors="replace"))
