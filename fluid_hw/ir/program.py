@@ -17,7 +17,11 @@ from typing import Any
 
 from ..errors import OpAttrError, UnknownNameError, VerifyError
 from . import attrs as _attrs
-from . import dtypes, unique_name
+from . import (
+    desc_api,  # noqa: F401  (Fluid's desc methods on program.desc)
+    dtypes,
+    unique_name,
+)
 from . import framework_pb2 as pb
 from .name_scope import current_name_scope
 from .registry import InferContext, check_attr_for_op, get_op, has_op
@@ -595,6 +599,14 @@ class Program:
 
     def _bump(self) -> None:
         self._version += 1
+
+    def _sync_with_cpp(self) -> None:
+        """Rebuild the Block views after ``program.desc`` was changed directly
+        (Fluid's name; see :mod:`fluid_hw.ir.desc_api`)."""
+        for b in self.blocks:
+            b._sync_with_desc()
+        self.blocks += [Block(self, i) for i in range(len(self.blocks), len(self.desc.blocks))]
+        self._bump()
 
     # -- blocks --------------------------------------------------------
     def global_block(self) -> Block:
