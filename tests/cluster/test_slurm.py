@@ -105,3 +105,26 @@ def test_job_state_of_an_unknown_job(slurm, monkeypatch):
     for k, v in slurm.items():
         monkeypatch.setenv(k, v)
     assert job_state("999999") == "GONE"
+
+
+def test_a_failed_slurm_job_is_resubmitted_with_resume(slurm, workdir):
+    """--max-restarts under Slurm: the second attempt is a new Slurm job, resuming."""
+    script = workdir / "once.py"
+    marker = workdir / "failed-once"
+    script.write_text(
+        "import os, sys\n"
+        "from fluid_hw.backends.cluster import ClusterRole\n"
+        "role = ClusterRole.from_env()\n"
+        "if role.is_trainer and not os.path.exists(sys.argv[1]):\n"
+        "    open(sys.argv[1], 'w').close()\n"
+        "    raise SystemExit(3)\n"
+        "print('resume', os.environ['FLUID_HW_RESUME'])\n")
+    args = _args(workdir, "sync")
+    args[args.index("--pservers") + 1] = "1"
+    args[args.index("--trainers") + 1] = "1"
+    job = launch([*args, "--max-restarts", "1", str(script), str(marker)], env=slurm,
+                 timeout=90)
+    assert job.rc == 0, job.out
+    assert job.out.count("submitted Slurm job") == 2 and "restart 1 of 1" in job.out
+    assert job.lines("trainer 0")[-1] == "resume 1", job.out
+    assert leftovers(job) == []
