@@ -55,9 +55,6 @@ def test_the_stated_shares_are_the_measured_ones():
         assert f"## {section}: {have} of {total} " in text, f"{section}: {REGEN}"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20's 85 % of fluid.layers is not reached yet "
-                   "(see docs/fluid_compat.md for the count); strict: remove this marker "
-                   "when it is")
 def test_layers_share_reaches_85_percent():
     have, total = api.share("fluid.layers")
     assert have / total >= 0.85, f"fluid.layers provides {have} of {total} Paddle 1.5 names"

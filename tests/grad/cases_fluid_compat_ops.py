@@ -40,3 +40,12 @@ CASES += [
                 lod={"Logits": [[4, 3]], "Label": [[2, 1]]}, outputs=["Loss"]),
     GradCase("grid_sampler", {"X": R.uniform(-1, 1, (1, 2, 3, 4)), "Grid": _G}),
 ]
+
+CASES += [
+    GradCase("nce", {"Input": R.uniform(-1, 1, (3, 4)),
+                     "Label": np.array([[1], [4], [0]], np.int64),
+                     "Weight": R.uniform(-1, 1, (6, 4)), "Bias": R.uniform(-1, 1, (6, 1)),
+                     "SampleWeight": R.uniform(0.5, 1.5, (3, 1))},
+             {"num_total_classes": 6, "num_neg_samples": 2, "custom_neg_classes": [2, 5]},
+             check=["Input", "Weight", "Bias"], outputs=["Cost"]),
+]

@@ -139,3 +139,39 @@ def test_grid_sampler_matches_bilinear_sampling():
                     wgt = max(0, 1 - abs(px - xx)) * max(0, 1 - abs(py - yy))
                     want[0, :, i, j] += wgt * x[0, :, yy, xx]
     np.testing.assert_allclose(out, want, rtol=1e-10, atol=1e-12)
+
+
+def test_nce_cost_with_fixed_negatives_and_training():
+    x = R.normal(size=(3, 4))
+    w = R.normal(size=(6, 4))
+    b = R.normal(size=(6, 1))
+    lab = np.array([[1], [4], [0]], np.int64)
+    neg = [2, 5]
+    got = run_op("nce", {"Input": x, "Label": lab, "Weight": w, "Bias": b},
+                 {"num_total_classes": 6, "num_neg_samples": 2,
+                  "custom_neg_classes": neg})["Cost"]
+    bb = 2 / 6
+    want = []
+    def o(i, k):
+        return 1 / (1 + np.exp(-(x[i] @ w[k] + b[k, 0])))
+
+    for i in range(3):
+        c = -np.log(o(i, lab[i, 0]) / (o(i, lab[i, 0]) + bb))
+        c -= sum(np.log(bb / (o(i, k) + bb)) for k in neg)
+        want.append([c])
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+    main, start = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, start):
+        xv = layers.data("x", shape=[4], dtype="float32")
+        lv = layers.data("y", shape=[1], dtype="int64")
+        avg = layers.mean(layers.nce(xv, lv, 6, num_neg_samples=3, seed=1,
+                                     sampler="log_uniform"))
+        fluid.optimizer.SGD(0.5).minimize(avg)
+    exe = fluid.Executor(fluid.CPUPlace())
+    xs = R.normal(size=(16, 4)).astype(np.float32)
+    ys = (xs[:, :1] > 0).astype(np.int64) * 3
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(start)
+        losses = [float(exe.run(main, feed={"x": xs, "y": ys}, fetch_list=[avg])[0][0])
+                  for _ in range(40)]
+    assert np.mean(losses[-5:]) < 0.8 * np.mean(losses[:5])

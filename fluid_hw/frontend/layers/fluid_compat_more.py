@@ -6,13 +6,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ...errors import ShapeError
 from ...ir.program import Variable
 from ..layer_helper import LayerHelper
 from ..param_attr import ParamAttr
+from .tensor import assign
 
 __all__ = ["continuous_value_model", "similarity_focus", "im2sequence", "hsigmoid",
-           "warpctc", "grid_sampler", "roi_pool", "roi_align", "psroi_pool"]
+           "warpctc", "grid_sampler", "roi_pool", "roi_align", "psroi_pool", "nce"]
 
 
 def continuous_value_model(input: Variable, cvm: Variable, use_cvm: bool = True) -> Variable:
@@ -158,3 +161,50 @@ def psroi_pool(input: Variable, rois: Variable, output_channels: int, spatial_sc
                 {"output_channels": int(output_channels),
                  "spatial_scale": float(spatial_scale),
                  "pooled_height": int(pooled_height), "pooled_width": int(pooled_width)}, name)
+
+
+def nce(input: Variable, label: Variable, num_total_classes: int,
+        sample_weight: Variable | None = None, param_attr: Any = None, bias_attr: Any = None,
+        num_neg_samples: int | None = None, name: str | None = None,
+        sampler: str = "uniform", custom_dist: Sequence[float] | None = None, seed: int = 0,
+        is_sparse: bool = False) -> Variable:
+    """Noise-contrastive estimation cost per row ([N, 1]) of ``input`` [N, D] against the
+    int64 classes ``label`` [N, num_true], with ``num_neg_samples`` (default 10) negative
+    classes drawn by ``sampler`` ('uniform', 'log_uniform' or 'custom_dist' with the
+    probabilities ``custom_dist``)."""
+    if sampler not in ("uniform", "log_uniform", "custom_dist"):
+        raise ValueError(f"nce: sampler must be 'uniform', 'log_uniform' or 'custom_dist', "
+                         f"got {sampler!r}")
+    if (sampler == "custom_dist") != (custom_dist is not None):
+        raise ValueError("nce: custom_dist (the class probabilities) goes with "
+                         "sampler='custom_dist' only")
+    d = input.shape[-1]
+    if len(input.shape) != 2 or d is None or d <= 0:
+        raise ShapeError(f"nce: input {input.name!r} must be [N, D] with D known, got "
+                         f"{list(input.shape)}")
+    helper = LayerHelper("nce", name=name)
+    pa = ParamAttr.to_attr(param_attr)
+    assert isinstance(pa, ParamAttr)
+    w = helper.create_parameter(pa, [num_total_classes, d], input.dtype_name)
+    ins: dict[str, Any] = {"Input": input, "Label": label, "Weight": w}
+    if bias_attr is not False:
+        ba = ParamAttr.to_attr(bias_attr)
+        assert isinstance(ba, ParamAttr)
+        ins["Bias"] = helper.create_parameter(ba, [num_total_classes, 1], input.dtype_name,
+                                              is_bias=True)
+    if sample_weight is not None:
+        ins["SampleWeight"] = sample_weight
+    if custom_dist is not None:
+        probs = np.asarray(custom_dist, np.float32)
+        if probs.size != num_total_classes:
+            raise ValueError(f"nce: custom_dist needs {num_total_classes} probabilities, got "
+                             f"{probs.size}")
+        ins["CustomDistProbs"] = assign(probs)
+    outs = {"Cost": helper.create_variable_for_type_inference(input.dtype),
+            "SampleLogits": helper.create_variable_for_type_inference(input.dtype),
+            "SampleLabels": helper.create_variable_for_type_inference("int64")}
+    helper.append_op("nce", ins, outs,
+                     {"num_total_classes": int(num_total_classes),
+                      "num_neg_samples": int(num_neg_samples or 10), "seed": int(seed),
+                      "sampler": sampler, "is_sparse": bool(is_sparse)})
+    return outs["Cost"]

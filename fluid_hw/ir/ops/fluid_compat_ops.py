@@ -120,3 +120,47 @@ def _declare_more() -> None:
 
 
 _declare_more()
+
+
+NCE_SAMPLERS = ("uniform", "log_uniform", "custom_dist")
+
+
+@define_op("nce", ["Input", "Label", "Weight", Slot("Bias", dispensable=True),
+                   Slot("SampleWeight", dispensable=True),
+                   Slot("CustomDistProbs", dispensable=True)],
+           ["Cost", Slot("SampleLogits", intermediate=True),
+            Slot("SampleLabels", intermediate=True)],
+           [Attr("num_total_classes", "int", min=1), Attr("num_neg_samples", "int", 10, min=1),
+            Attr("seed", "int", 0), Attr("sampler", "string", "uniform", allowed=NCE_SAMPLERS),
+            Attr("custom_neg_classes", "ints", [],
+                 doc="the negative classes of every row (instead of sampling; for tests)"),
+            Attr("is_sparse", "bool", False)],
+           doc="Noise-contrastive estimation: per row, with o = sigmoid(x . w_k + b_k) and "
+               "B = num_neg_samples * q(k) (q the sampler's probability), Cost = "
+               "sum over true k of -log(o / (o + B)) + sum over sampled k of "
+               "-log(B / (o + B)), times SampleWeight.")
+def _nce(ctx: InferContext) -> None:
+    xs, ls, ws = (ctx.input_shape(s) for s in ("Input", "Label", "Weight"))
+    n = ctx.attr("num_total_classes")
+    ctx.check(len(xs) == 2 and ws == [n, xs[1]],
+              f"Weight must be [num_total_classes, {xs[1]}] = [{n}, {xs[1]}], got {ws}")
+    ctx.check(len(ls) == 2, f"Label must be [N, num_true], got {ls}")
+    ctx.check(ctx.input_dtype("Label") == VarType.INT64, "Label must be int64 class ids")
+    if ctx.attr("sampler") == "custom_dist":
+        ctx.check(ctx.has_input("CustomDistProbs"), "sampler custom_dist needs CustomDistProbs")
+    k = ls[1] + (len(ctx.attr("custom_neg_classes")) or ctx.attr("num_neg_samples"))
+    ctx.set_output("Cost", [xs[0], 1], ctx.input_dtype("Input"))
+    ctx.set_output("SampleLogits", [xs[0], k], ctx.input_dtype("Input"))
+    ctx.set_output("SampleLabels", [xs[0], k], VarType.INT64)
+
+
+def _declare_nce() -> None:
+    from ..grad import define_default_grad
+
+    define_default_grad("nce", uses=("Input", "Weight", "Bias", "SampleWeight",
+                                     "CustomDistProbs", "SampleLabels", "SampleLogits",
+                                     "Label"),
+                        out_grads=["Cost"], in_grads=["Input", "Weight", "Bias"])
+
+
+_declare_nce()

@@ -304,3 +304,87 @@ def _grid_sampler_grad(ctx: KernelContext) -> None:
         ctx.set_output("X@GRAD", dx.astype(dt))
     if ctx.has_output("Grid@GRAD"):
         ctx.set_output("Grid@GRAD", dgrid.astype(dt))
+
+
+def _nce_q(ctx: KernelContext, labels: np.ndarray) -> np.ndarray:
+    n = ctx.attrs["num_total_classes"]
+    s = ctx.attrs["sampler"]
+    if s == "uniform":
+        return np.full(labels.shape, 1.0 / n)
+    if s == "log_uniform":
+        return (np.log(labels + 2.0) - np.log(labels + 1.0)) / np.log(n + 1.0)
+    return ctx.input("CustomDistProbs").reshape(-1).astype(np.float64)[labels]
+
+
+def _nce_sample(ctx: KernelContext, rows: int) -> np.ndarray:
+    a = ctx.attrs
+    if a["custom_neg_classes"]:
+        return np.tile(np.asarray(a["custom_neg_classes"], np.int64), (rows, 1))
+    n, k = a["num_total_classes"], a["num_neg_samples"]
+    rng = ctx.rng()
+    if a["sampler"] == "uniform":
+        return rng.integers(0, n, size=(rows, k))
+    if a["sampler"] == "log_uniform":
+        u = rng.random((rows, k))
+        return np.minimum((np.exp(u * np.log(n + 1.0)) - 1).astype(np.int64), n - 1)
+    p = ctx.input("CustomDistProbs").reshape(-1).astype(np.float64)
+    return rng.choice(n, size=(rows, k), p=p / p.sum())
+
+
+def _nce_parts(ctx: KernelContext, labels: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(logits s, o = sigmoid(s), B = k * q) of the sample labels [N, K]."""
+    x = ctx.input("Input").astype(np.float64)
+    w = ctx.input("Weight").astype(np.float64)
+    s = np.einsum("nd,nkd->nk", x, w[labels])
+    if ctx.has_input("Bias"):
+        s = s + ctx.input("Bias").reshape(-1).astype(np.float64)[labels]
+    o = 1 / (1 + np.exp(-s))
+    return s, o, ctx.attrs["num_neg_samples"] * _nce_q(ctx, labels)
+
+
+@register_kernel("nce")
+def _nce(ctx: KernelContext) -> None:
+    true = ctx.input("Label").astype(np.int64)
+    n = ctx.attrs["num_total_classes"]
+    if true.size and (true.min() < 0 or true.max() >= n):
+        raise ValueError(f"nce: Label must be classes in [0, {n})")
+    labels = np.concatenate([true, _nce_sample(ctx, true.shape[0])], axis=1)
+    _, o, b = _nce_parts(ctx, labels)
+    nt = true.shape[1]
+    cost = -np.log(o[:, :nt] / (o[:, :nt] + b[:, :nt])).sum(1) \
+        - np.log(b[:, nt:] / (o[:, nt:] + b[:, nt:])).sum(1)
+    if ctx.has_input("SampleWeight"):
+        cost = cost * ctx.input("SampleWeight").reshape(-1)
+    dt = ctx.input("Input").dtype
+    ctx.set_output("Cost", cost.reshape(-1, 1).astype(dt))
+    ctx.set_output("SampleLogits", o.astype(dt))
+    ctx.set_output("SampleLabels", labels)
+
+
+@register_kernel("nce_grad")
+def _nce_grad(ctx: KernelContext) -> None:
+    labels = ctx.input("SampleLabels")
+    nt = ctx.input("Label").shape[1]
+    _, o, b = _nce_parts(ctx, labels)
+    d = ctx.input("Cost@GRAD").reshape(-1).astype(np.float64)
+    if ctx.has_input("SampleWeight"):
+        d = d * ctx.input("SampleWeight").reshape(-1)
+    ds = np.empty_like(o)
+    ds[:, :nt] = -(1 - o[:, :nt]) * b[:, :nt] / (o[:, :nt] + b[:, :nt])
+    ds[:, nt:] = o[:, nt:] * (1 - o[:, nt:]) / (o[:, nt:] + b[:, nt:])
+    ds *= d[:, None]
+    x = ctx.input("Input").astype(np.float64)
+    w = ctx.input("Weight").astype(np.float64)
+    dt = ctx.input("Input").dtype
+    if ctx.has_output("Input@GRAD"):
+        ctx.set_output("Input@GRAD", np.einsum("nk,nkd->nd", ds, w[labels]).astype(dt))
+    if ctx.has_output("Weight@GRAD"):
+        dw = np.zeros_like(w)
+        np.add.at(dw, labels, ds[..., None] * x[:, None, :])
+        ctx.set_output("Weight@GRAD", dw.astype(dt))
+    if ctx.has_output("Bias@GRAD"):
+        b0 = ctx.input("Bias")
+        db = np.zeros(b0.size)
+        np.add.at(db, labels, ds)
+        ctx.set_output("Bias@GRAD", db.reshape(b0.shape).astype(dt))
