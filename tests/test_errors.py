@@ -64,7 +64,7 @@ def test_every_error_derives_from_fluid_error():
     ("fluid_hw.backends.fpga.report", ["ReportError"]),
     ("fluid_hw.drivers.transport", ["DriverError"]),
     ("fluid_hw.backends.cluster.errors", ["ClusterError", "TranspileError", "WireError",
-                                          "LaunchError"]),
+                                          "LaunchError", "MasterError"]),
 ])
 def test_errors_reexported_where_they_were_defined(module, names):
     mod = importlib.import_module(module)
