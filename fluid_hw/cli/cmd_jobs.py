@@ -70,7 +70,15 @@ def _jobs(args: argparse.Namespace) -> int:
 
 
 def _logs(args: argparse.Namespace) -> int:
-    state = _client(args).logs(args.job, _out, follow=args.follow)
+    write = _out
+    if args.role:  # whole lines of one rank, without their prefix
+        prefix, pending = f"[{args.role}] ", [""]
+
+        def write(s: str) -> None:
+            *lines, pending[0] = (pending[0] + s).split("\n")
+            _out("".join(ln[len(prefix):] + "\n" for ln in lines if ln.startswith(prefix)))
+
+    state = _client(args).logs(args.job, write, follow=args.follow)
     return 0 if not args.follow or state == "succeeded" else 1
 
 
@@ -126,6 +134,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser("logs", help="print a job's output (from its master)")
     _common(p)
     p.add_argument("--follow", "-f", action="store_true", help="until the job ends")
+    p.add_argument("--role", metavar="ROLE", help="only one rank's lines, e.g. 'trainer 0' "
+                   "or 'pserver 1'")
     p.add_argument("job", help="the job id (fluid-hw jobs)")
     p.set_defaults(fn=_logs)
 

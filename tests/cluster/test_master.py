@@ -160,6 +160,8 @@ def test_submit_watch_logs_cancel(master, workdir):
     assert re.search(rf"{job}\s+train_digits_dist\s+running\s+\d+", listing.stdout), listing
     logs = master.cli("logs", job)
     assert "[trainer 0] step " in logs.stdout and "[pserver 1]" in logs.stdout
+    one = master.cli("logs", "--role", "pserver 1", job).stdout.splitlines()
+    assert one and one[0].startswith("serving ") and not any("[" in ln for ln in one), one
     r = master.cli("cancel", job)
     assert r.returncode == 0 and "cancelled" in r.stdout, r.stdout + r.stderr
     st = master.client.job(job)
