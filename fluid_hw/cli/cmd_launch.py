@@ -18,7 +18,7 @@ def _run(args: argparse.Namespace) -> int:
         mode=args.mode, resume=args.resume, checkpoint_dir=args.checkpoint_dir,
         checkpoint_every=args.checkpoint_every, timeout=args.timeout, hosts=args.hosts,
         mpiexec=args.mpiexec, max_restarts=args.max_restarts, key_file=args.key_file)
-    if args.print_commands:
+    if args.print_commands and args.scheduler != "slurm":
         spec.check()
         print_commands(spec, sys.stdout.write)
         return 0
@@ -41,6 +41,12 @@ def _run(args: argparse.Namespace) -> int:
                             ntasks_per_node=args.ntasks_per_node,
                             sbatch_args=list(args.sbatch_arg or []), job_name=args.job_name,
                             job_dir=args.job_dir)
+        if args.print_commands:
+            from ..backends.cluster.slurm import print_batch_script
+
+            spec.check()
+            print_batch_script(spec, opts, sys.stdout.write)
+            return 0
         opts.check(spec)
         return launch(spec, run=run_slurm(opts))
     return launch(spec)
@@ -80,7 +86,8 @@ def register(sub: Any) -> None:
                    "mpich wheel's: mpiexec.gforker on one machine, which listens on no port; "
                    "hydra's mpiexec with --hosts)")
     p.add_argument("--print-commands", action="store_true",
-                   help="print the mpiexec and srun commands for a real cluster; run nothing")
+                   help="print the mpiexec and srun commands for a real cluster (with "
+                   "--scheduler slurm: the batch script); run nothing")
     g = p.add_argument_group("Slurm (--scheduler slurm) and Kubernetes (--emit k8s)")
     g.add_argument("--scheduler", choices=["local", "slurm"], default="local",
                    help="local: mpiexec on this machine or --hosts (default); slurm: submit "

@@ -128,3 +128,20 @@ def test_a_failed_slurm_job_is_resubmitted_with_resume(slurm, workdir):
     assert job.out.count("submitted Slurm job") == 2 and "restart 1 of 1" in job.out
     assert job.lines("trainer 0")[-1] == "resume 1", job.out
     assert leftovers(job) == []
+
+
+def test_print_commands_shows_the_batch_script(tmp_path):
+    """No Slurm needed: the script --scheduler slurm would submit, the key by path."""
+    r = subprocess.run([sys.executable, "-m", "fluid_hw.cli.main", "launch", "--scheduler",
+                        "slurm", "--print-commands", "--partition", "cpu", "--nodes", "2",
+                        "--ntasks-per-node", "2", "--time", "01:00:00", "--job-dir",
+                        str(tmp_path), str(EXAMPLE), "--steps", "5"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    for line in ("#SBATCH --ntasks=4", "#SBATCH --partition=cpu", "#SBATCH --nodes=2",
+                 "#SBATCH --time=01:00:00", "#SBATCH --ntasks-per-node=2",
+                 f"#SBATCH --output={tmp_path}/slurm-%j.out", "export FLUID_HW_MODE=sync",
+                 "export FLUID_HW_CLUSTER_KEY_FILE=/path/to/cluster.key"):
+        assert line in r.stdout.splitlines(), (line, r.stdout)
+    assert "srun -n 4 --mpi=pmi2" in r.stdout and "FLUID_HW_CLUSTER_KEY=" not in r.stdout
+    assert list(tmp_path.iterdir()) == []  # nothing written

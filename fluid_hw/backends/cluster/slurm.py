@@ -43,6 +43,7 @@ from .auth import KEY_ENV, KEY_FILE_ENV
 from .errors import LaunchError
 from .launch import (
     BLAS_THREAD_VARS,
+    KEY_FILE_PLACEHOLDER,
     LOOPBACK_ENV,
     LaunchSpec,
     _pids_with_job,
@@ -132,8 +133,10 @@ def slurm_env(spec: LaunchSpec, opts: SlurmOptions, resume: bool, key_file: str
     return env
 
 
-def srun_argv(spec: LaunchSpec, opts: SlurmOptions) -> list[str]:
-    argv = [*find_tool("srun"), "-n", str(spec.nprocs), "--mpi=pmi2", "--kill-on-bad-exit=1"]
+def srun_argv(spec: LaunchSpec, opts: SlurmOptions, srun: list[str] | None = None
+              ) -> list[str]:
+    argv = [*(srun or find_tool("srun")), "-n", str(spec.nprocs), "--mpi=pmi2",
+            "--kill-on-bad-exit=1"]
     if opts.nodes:
         argv += ["-N", str(opts.nodes)]
     if opts.ntasks_per_node:
@@ -141,8 +144,8 @@ def srun_argv(spec: LaunchSpec, opts: SlurmOptions) -> list[str]:
     return argv + rank_command(spec)
 
 
-def batch_script(spec: LaunchSpec, opts: SlurmOptions, env: dict[str, str], folder: Path
-                 ) -> str:
+def batch_script(spec: LaunchSpec, opts: SlurmOptions, env: dict[str, str], folder: Path,
+                 srun: list[str] | None = None) -> str:
     """The ``sbatch`` script of the job (output to ``<folder>/slurm-<id>.out``)."""
     q = shlex.quote
     lines = ["#!/bin/bash", f"#SBATCH --job-name={opts.name(spec)}",
@@ -159,9 +162,19 @@ def batch_script(spec: LaunchSpec, opts: SlurmOptions, env: dict[str, str], fold
     lines.append("")
     lines += [f"export {k}={q(v)}" for k, v in env.items()]
     lines += ["", 'echo "fluid-hw: Slurm job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"',
-              " ".join(q(a) for a in srun_argv(spec, opts)),
+              " ".join(q(a) for a in srun_argv(spec, opts, srun)),
               "rc=$?", f"echo $rc > {q(str(folder))}/exit-$SLURM_JOB_ID", "exit $rc", ""]
     return "\n".join(lines)
+
+
+def print_batch_script(spec: LaunchSpec, opts: SlurmOptions,
+                       write: Callable[[str], object]) -> None:
+    """The batch script ``--scheduler slurm`` would submit (nothing is written or run;
+    the key file is the one given, else a placeholder)."""
+    opts.check(spec)
+    env = slurm_env(spec, opts, spec.resume, spec.key_path() or KEY_FILE_PLACEHOLDER)
+    env.pop("FLUID_HW_JOB_ID")
+    write(batch_script(spec, opts, env, opts.folder(spec), srun=["srun"]))
 
 
 def run_slurm(opts: SlurmOptions) -> Callable[[LaunchSpec, bool, Callable[[str], None]], int]:
