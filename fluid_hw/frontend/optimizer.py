@@ -41,7 +41,7 @@ __all__ = [
     # Fluid 1.5's others (issue 20)
     "Adadelta", "AdadeltaOptimizer", "Adagrad", "AdagradOptimizer", "Adamax",
     "AdamaxOptimizer", "DecayedAdagrad", "DecayedAdagradOptimizer", "Ftrl", "FtrlOptimizer",
-    "LarsMomentum", "LarsMomentumOptimizer",
+    "LarsMomentum", "LarsMomentumOptimizer", "ModelAverage", "ExponentialMovingAverage",
 ]
 
 ROLE = "optimize"
@@ -551,3 +551,5 @@ SGDOptimizer = SGD
 MomentumOptimizer = Momentum
 AdamOptimizer = Adam
 RMSPropOptimizer = RMSProp
+
+from .averaging import ExponentialMovingAverage, ModelAverage  # noqa: E402

@@ -92,3 +92,34 @@ def _lars_momentum(ctx: InferContext) -> None:
 OPTIMIZER_MORE_OPS = ("adagrad", "decayed_adagrad", "adamax", "adadelta", "ftrl",
                       "lars_momentum")
 no_grad("optimize", *OPTIMIZER_MORE_OPS)
+
+
+#: average_accumulates moves sum_1 into sum_2 every this many updates (Paddle's)
+MAX_NUM_ACCUMULATES = 16384
+
+
+@define_op("average_accumulates",
+           ["param", "in_sum_1", "in_sum_2", "in_sum_3", "in_num_accumulates",
+            "in_old_num_accumulates", "in_num_updates"],
+           ["out_sum_1", "out_sum_2", "out_sum_3", "out_num_accumulates",
+            "out_old_num_accumulates", "out_num_updates"],
+           [Attr("average_window", "float", 0.0, min=0.0),
+            Attr("max_average_window", "int", 10000, min=1),
+            Attr("min_average_window", "int", 10000, min=1)],
+           doc="ModelAverage's running sums (Paddle's average_accumulates): sum_1 += param; "
+               "every 16384 updates sum_2 += sum_1, sum_1 = 0; when the window is long enough "
+               "(num_accumulates >= min_average_window and >= min(max_average_window, "
+               "num_updates * average_window)) sum_3 = sum_1 + sum_2 (before this update), "
+               "sum_1 = sum_2 = 0 and the count restarts.")
+def _average_accumulates(ctx: InferContext) -> None:
+    p = ctx.input_var("param")
+    for i in (1, 2, 3):
+        v = ctx.input_var(f"in_sum_{i}")
+        ctx.check(list(v.shape) == list(p.shape), f"in_sum_{i} must have param's shape")
+        ctx.share(f"in_sum_{i}", f"out_sum_{i}")
+    for s in ("num_accumulates", "old_num_accumulates", "num_updates"):
+        _check_scalar(ctx, f"in_{s}")
+        ctx.share(f"in_{s}", f"out_{s}")
+
+
+no_grad("optimize", "average_accumulates")

@@ -90,3 +90,29 @@ def lars_momentum(ctx: KernelContext) -> None:
     v_out = mu * v + local * (g + wd * p)
     ctx.set_output("ParamOut", p - v_out)
     ctx.set_output("VelocityOut", v_out.astype(p.dtype))
+
+
+@register_kernel("average_accumulates")
+def average_accumulates(ctx: KernelContext) -> None:
+    from ....ir.ops.optimizer_more import MAX_NUM_ACCUMULATES
+
+    p = ctx.input("param")
+    s1, s2, s3 = (ctx.input(f"in_sum_{i}") for i in (1, 2, 3))
+    n_acc = int(ctx.input("in_num_accumulates").reshape(-1)[0]) + 1
+    n_old = int(ctx.input("in_old_num_accumulates").reshape(-1)[0])
+    n_upd = int(ctx.input("in_num_updates").reshape(-1)[0]) + 1
+    a = ctx.attrs
+    o1, o2, o3 = s1 + p, s2.copy(), s3.copy()
+    if n_upd % MAX_NUM_ACCUMULATES == 0:
+        o2 = s2 + s1
+        o1 = np.zeros_like(s1)
+    if n_acc >= a["min_average_window"] and \
+            n_acc >= min(a["max_average_window"], n_upd * a["average_window"]):
+        o3 = s1 + s2
+        o1, o2 = np.zeros_like(s1), np.zeros_like(s2)
+        n_old, n_acc = n_acc, 0
+    for i, v in ((1, o1), (2, o2), (3, o3)):
+        ctx.set_output(f"out_sum_{i}", v.astype(p.dtype))
+    for s, v in (("num_accumulates", n_acc), ("old_num_accumulates", n_old),
+                 ("num_updates", n_upd)):
+        ctx.set_output(f"out_{s}", np.array([v], ctx.output_dtype(f"out_{s}")))
