@@ -112,12 +112,9 @@ REASONS: dict[str, str] = {
     "nce": "noise-contrastive estimation (sampled loss): not implemented",
     "sampled_softmax_with_cross_entropy": "sampled softmax loss: not implemented",
     "hsigmoid": "hierarchical sigmoid loss: not implemented",
-    "space_to_depth": "Paddle's channel order (Darknet's reorg) is not reproduced: not "
-                      "implemented; pixel_shuffle is its inverse for the usual order",
     "grid_sampler": "spatial-transformer sampling: not implemented (affine_grid is)",
     "similarity_focus": "specialised attention mask op: not implemented",
     "hash": "xxHash-based feature hashing (values depend on Paddle's hash): not implemented",
-    "teacher_student_sigmoid_loss": "specialised distillation loss: not implemented",
     "tree_conv": "tree-based convolution: not implemented",
     "continuous_value_model": "CTR show/click op with a non-gradient backward: not "
                               "implemented",

@@ -49,3 +49,9 @@ CASES += [
              {"num_total_classes": 6, "num_neg_samples": 2, "custom_neg_classes": [2, 5]},
              check=["Input", "Weight", "Bias"], outputs=["Cost"]),
 ]
+
+CASES += [
+    GradCase("teacher_student_sigmoid_loss",
+             {"X": R.uniform(-3, 3, (4, 1)),
+              "Label": np.array([[-2.0], [-1.0], [0.3], [1.8]])}, check=["X"]),
+]

@@ -175,3 +175,37 @@ def test_nce_cost_with_fixed_negatives_and_training():
         losses = [float(exe.run(main, feed={"x": xs, "y": ys}, fetch_list=[avg])[0][0])
                   for _ in range(40)]
     assert np.mean(losses[-5:]) < 0.8 * np.mean(losses[:5])
+
+
+def test_teacher_student_sigmoid_loss_cases():
+    x = np.array([[0.3], [-1.2], [2.0], [0.7]])
+    lab = np.array([[-2.0], [-1.0], [0.4], [1.6]])
+    got = run_op("teacher_student_sigmoid_loss", {"X": x, "Label": lab})["Y"]
+
+    def sce(v, t):
+        return max(v, 0) - v * t + np.log1p(np.exp(-abs(v)))
+
+    want = [[sce(0.3, 0)], [sce(-1.2, 1)], [sce(2.0, 0) + sce(2.0, 0.4)],
+            [sce(0.7, 1) + sce(0.7, 0.6)]]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_space_to_depth_follows_paddles_kernel():
+    b, bs = 2, 2
+    x = R.normal(size=(b, 8, 4, 6)).astype(np.float32)
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        out = layers.space_to_depth(layers.data("x", shape=[8, 4, 6], dtype="float32"), bs)
+    got, = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": x}, fetch_list=[out])
+    n, c, h, w = x.shape
+    out_c = c // (bs * bs)
+    flat = np.zeros(x.size, np.float32)
+    for in_index, v in enumerate(x.reshape(-1)):  # Paddle 1.5's space_to_depth_compute
+        bb, rest = divmod(in_index, c * h * w)
+        k, rest = divmod(rest, h * w)
+        j, i = divmod(rest, w)
+        c2, offset = k % out_c, k // out_c
+        w2, h2 = i * bs + offset % bs, j * bs + offset // bs
+        flat[w2 + w * bs * (h2 + h * bs * (c2 + out_c * bb))] = v
+    assert got.shape == (n, c * bs * bs, h // bs, w // bs)
+    np.testing.assert_array_equal(got.reshape(-1), flat)

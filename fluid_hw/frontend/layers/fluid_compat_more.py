@@ -15,7 +15,8 @@ from ..param_attr import ParamAttr
 from .tensor import assign
 
 __all__ = ["continuous_value_model", "similarity_focus", "im2sequence", "hsigmoid",
-           "warpctc", "grid_sampler", "roi_pool", "roi_align", "psroi_pool", "nce"]
+           "warpctc", "grid_sampler", "roi_pool", "roi_align", "psroi_pool", "nce",
+           "teacher_student_sigmoid_loss", "space_to_depth"]
 
 
 def continuous_value_model(input: Variable, cvm: Variable, use_cvm: bool = True) -> Variable:
@@ -208,3 +209,37 @@ def nce(input: Variable, label: Variable, num_total_classes: int,
                       "num_neg_samples": int(num_neg_samples or 10), "seed": int(seed),
                       "sampler": sampler, "is_sparse": bool(is_sparse)})
     return outs["Cost"]
+
+
+def teacher_student_sigmoid_loss(input: Variable, label: Variable,
+                                 soft_max_up_bound: float = 15.0,
+                                 soft_max_lower_bound: float = -15.0) -> Variable:
+    """Paddle's click + teacher-score distillation loss of logits ``input`` [N, 1] (see
+    the op for the label encoding)."""
+    helper = LayerHelper("teacher_student_sigmoid_loss")
+    out = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("teacher_student_sigmoid_loss", {"X": input, "Label": label},
+                     {"Y": out}, {"soft_max_up_bound": float(soft_max_up_bound),
+                                  "soft_max_lower_bound": float(soft_max_lower_bound)})
+    return out
+
+
+def space_to_depth(x: Variable, blocksize: int, name: str | None = None) -> Variable:
+    """Paddle 1.5's space_to_depth of x [N, C, H, W] -> [N, C*b*b, H/b, W/b]: its kernel
+    writes element (n, k, j, i) to position (n, k % (C/b^2), j*b + (k / (C/b^2)) / b,
+    i*b + (k / (C/b^2)) % b) of a [N, C/b^2, H*b, W*b] buffer, read back in the output
+    shape (so the element order is Paddle's, not ONNX's)."""
+    from .tensor import reshape, transpose
+
+    s = list(x.shape)
+    b = int(blocksize)
+    if len(s) != 4 or any(d <= 0 for d in s[1:]):
+        raise ShapeError(f"space_to_depth: x {x.name!r} must be NCHW with C, H, W known, got "
+                         f"{s}")
+    if b < 1 or s[1] % (b * b) or s[2] % b or s[3] % b:
+        raise ValueError(f"space_to_depth: C ({s[1]}) must divide by blocksize^2 and H, W "
+                         f"({s[2]}, {s[3]}) by blocksize ({b})")
+    c, h, w = s[1:]
+    oc = c // (b * b)
+    y = transpose(reshape(x, [-1, b, b, oc, h, w]), [0, 3, 4, 1, 5, 2])
+    return reshape(y, [-1, c * b * b, h // b, w // b])

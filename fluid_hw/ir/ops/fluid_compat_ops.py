@@ -164,3 +164,26 @@ def _declare_nce() -> None:
 
 
 _declare_nce()
+
+
+@define_op("teacher_student_sigmoid_loss", ["X", "Label"], ["Y"],
+           [Attr("soft_max_up_bound", "float", 15.0), Attr("soft_max_lower_bound", "float", -15.0)],
+           doc="Paddle's distillation loss of logits X [N, 1]; Label encodes click z and teacher "
+               "score z': -2 (z 0, no z'), -1 (z 1, no z'), z' in [0, 1) (z 0), 1 + z' (z 1). "
+               "Y = sce(X, z) (+ sce(X, z') when z' exists), sce(x, t) = max(x, 0) - x t + "
+               "log(1 + exp(-|x|)); the gradient is 0 where X is outside the bounds.")
+def _ts_loss(ctx: InferContext) -> None:
+    xs = ctx.input_shape("X")
+    ctx.check(len(xs) == 2 and xs[1] == 1, f"X must be [N, 1], got {xs}")
+    ctx.check(ctx.input_shape("Label")[-1:] == [1], "Label must be [N, 1]")
+    ctx.share("X", "Y")
+
+
+def _declare_ts() -> None:
+    from ..grad import define_default_grad
+
+    define_default_grad("teacher_student_sigmoid_loss", uses=("X", "Label"),
+                        out_grads=["Y"], in_grads=["X"])
+
+
+_declare_ts()

@@ -388,3 +388,32 @@ def _nce_grad(ctx: KernelContext) -> None:
         db = np.zeros(b0.size)
         np.add.at(db, labels, ds)
         ctx.set_output("Bias@GRAD", db.reshape(b0.shape).astype(dt))
+
+
+def _sce(x: np.ndarray, t: Any) -> np.ndarray:
+    return np.maximum(x, 0) - x * t + np.log1p(np.exp(-np.abs(x)))
+
+
+@register_kernel("teacher_student_sigmoid_loss")
+def _ts_loss(ctx: KernelContext) -> None:
+    x = ctx.input("X").astype(np.float64)
+    lab = ctx.input("Label").astype(np.float64).reshape(x.shape)
+    y = np.where(lab < -1, _sce(x, 0.0),
+                 np.where(lab < 0, _sce(x, 1.0),
+                          np.where(lab < 1, _sce(x, 0.0) + _sce(x, lab),
+                                   _sce(x, 1.0) + _sce(x, lab - 1.0))))
+    ctx.set_output("Y", y.astype(ctx.input("X").dtype))
+
+
+@register_kernel("teacher_student_sigmoid_loss_grad")
+def _ts_loss_grad(ctx: KernelContext) -> None:
+    if not ctx.has_output("X@GRAD"):
+        return
+    x = ctx.input("X").astype(np.float64)
+    lab = ctx.input("Label").astype(np.float64).reshape(x.shape)
+    up, lo = ctx.attrs["soft_max_up_bound"], ctx.attrs["soft_max_lower_bound"]
+    p = 1 / (1 + np.exp(-np.clip(x, lo, up)))
+    g = np.where(lab < -1, p, np.where(lab < 0, p - 1.0, 2.0 * p - lab))
+    g = np.where((x >= up) | (x <= lo), 0.0, g)
+    d = ctx.input("Y@GRAD")
+    ctx.set_output("X@GRAD", (g * d).astype(d.dtype))
