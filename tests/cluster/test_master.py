@@ -286,6 +286,7 @@ def _program_job(folder, steps=20):
                     {"pixels": "x", "label": "y"}, m.loss.name, batch_size=64, steps=steps)
 
 
+@pytest.mark.slow
 def test_a_saved_program_is_split_by_the_master_and_equals_one_process(master, workdir):
     """Fluid's master input: a saved training program + data-reader spec, no script."""
     job_dir = _program_job(workdir / "digits_job")
