@@ -209,3 +209,20 @@ def test_space_to_depth_follows_paddles_kernel():
         flat[w2 + w * bs * (h2 + h * bs * (c2 + out_c * bb))] = v
     assert got.shape == (n, c * bs * bs, h // bs, w // bs)
     np.testing.assert_array_equal(got.reshape(-1), flat)
+
+
+def test_where_one_argument_gives_coordinates_and_three_choose():
+    c = np.array([[True, False, True], [False, False, True]])
+    a, b = np.ones((2, 3), np.float32), np.zeros((2, 3), np.float32)
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        cv = layers.data("c", shape=[2, 3], dtype="bool", append_batch_size=False)
+        av = layers.data("a", shape=[2, 3], dtype="float32", append_batch_size=False)
+        bv = layers.data("b", shape=[2, 3], dtype="float32", append_batch_size=False)
+        idx, pick = layers.where(cv), layers.where(cv, av, bv)
+        with pytest.raises(ValueError, match="where: give both x and y"):
+            layers.where(cv, av)
+    got_idx, got_pick = fluid.Executor(fluid.CPUPlace()).run(
+        main, feed={"c": c, "a": a, "b": b}, fetch_list=[idx, pick])
+    assert got_idx.tolist() == [[0, 0], [0, 2], [1, 2]]
+    np.testing.assert_array_equal(got_pick, c.astype(np.float32))

@@ -16,7 +16,7 @@ from .tensor import assign
 
 __all__ = ["continuous_value_model", "similarity_focus", "im2sequence", "hsigmoid",
            "warpctc", "grid_sampler", "roi_pool", "roi_align", "psroi_pool", "nce",
-           "teacher_student_sigmoid_loss", "space_to_depth"]
+           "teacher_student_sigmoid_loss", "space_to_depth", "where"]
 
 
 def continuous_value_model(input: Variable, cvm: Variable, use_cvm: bool = True) -> Variable:
@@ -243,3 +243,22 @@ def space_to_depth(x: Variable, blocksize: int, name: str | None = None) -> Vari
     oc = c // (b * b)
     y = transpose(reshape(x, [-1, b, b, oc, h, w]), [0, 3, 4, 1, 5, 2])
     return reshape(y, [-1, c * b * b, h // b, w // b])
+
+
+def where(condition: Variable, x: Variable | None = None, y: Variable | None = None,
+          name: str | None = None) -> Variable:
+    """Paddle 1.5's ``where(condition)``: the coordinates of the true elements (int64
+    [M, rank]); with ``x`` and ``y``, Paddle 2's element choice ``x if condition else
+    y`` (the ONNX layer of extra_ops)."""
+    from . import extra_ops
+
+    if x is not None or y is not None:
+        if x is None or y is None:
+            raise ValueError("where: give both x and y (element choice) or neither "
+                             "(coordinates of the true elements)")
+        return extra_ops.where(condition, x, y, name=name)
+    helper = LayerHelper("where_index", name=name)
+    out = helper.create_variable_for_type_inference("int64")
+    helper.append_op("where_index", {"Condition": condition}, {"Out": out})
+    out.stop_gradient = True
+    return out

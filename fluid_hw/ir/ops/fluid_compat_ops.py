@@ -187,3 +187,21 @@ def _declare_ts() -> None:
 
 
 _declare_ts()
+
+
+@define_op("where_index", ["Condition"], ["Out"],
+           doc="Out = the coordinates of the true elements of Condition (int64 [M, rank], "
+               "row-major order): Paddle 1.5's one-argument layers.where.")
+def _where_index(ctx: InferContext) -> None:
+    c = ctx.input_var("Condition")
+    ctx.check(c.dtype == VarType.BOOL, f"Condition {c.name!r} must be bool, is {c.dtype_name}")
+    ctx.set_output("Out", [-1, len(c.shape)], VarType.INT64)
+
+
+def _declare_where() -> None:
+    from ..grad import no_grad
+
+    no_grad("integer", "where_index")
+
+
+_declare_where()

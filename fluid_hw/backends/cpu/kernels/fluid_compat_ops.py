@@ -417,3 +417,9 @@ def _ts_loss_grad(ctx: KernelContext) -> None:
     g = np.where((x >= up) | (x <= lo), 0.0, g)
     d = ctx.input("Y@GRAD")
     ctx.set_output("X@GRAD", (g * d).astype(d.dtype))
+
+
+@register_kernel("where_index")
+def _where_index(ctx: KernelContext) -> None:
+    c = ctx.input("Condition")
+    ctx.set_output("Out", np.argwhere(c).astype(np.int64).reshape(-1, c.ndim))
