@@ -25,10 +25,9 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-import numpy as np
-
 import fluid_hw as fluid
 from fluid_hw.backends.cluster import ClusterRole, start_step
+from fluid_hw.backends.cluster.program_job import global_batch, serve
 from fluid_hw.backends.cpu.trainer import evaluate
 from fluid_hw.datasets import load_digits_split
 from fluid_hw.frontend import models
@@ -51,15 +50,6 @@ def _optimizer(name: str, lr: object) -> object:
     if name == "momentum":
         return fluid.optimizer.Momentum(learning_rate=lr, momentum=0.9)
     return fluid.optimizer.SGD(learning_rate=lr)
-
-
-def global_batch(step: int, n: int, batch_size: int, seed: int) -> np.ndarray:
-    """Row indices of global batch ``step``: a deterministic function of the step,
-    so a resumed job sees the batches an uninterrupted one would have."""
-    per_epoch = n // batch_size
-    epoch, k = divmod(step, per_epoch)
-    order = np.random.default_rng(seed + epoch).permutation(n)
-    return order[k * batch_size:(k + 1) * batch_size]
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -94,14 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     scope = fluid.Scope()
     say = print
     if role.is_pserver:
-        t = _transpile(role, m, args)
-        prog = t.get_pserver_program(role.endpoint)
         with fluid.scope_guard(scope):
-            exe.run(t.get_startup_program(role.endpoint, prog))
-            say(f"serving {len(t.placement[role.endpoint])} parameter block(s) "
-                f"(pid {os.getpid()})", flush=True)
-            exe.run(prog)
-        say("done", flush=True)
+            serve(exe, _transpile(role, m, args), role)
         return 0
 
     xtr, xte, ytr, yte = load_digits_split()

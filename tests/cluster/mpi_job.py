@@ -171,3 +171,29 @@ def assert_same(a: dict[str, object], b: dict[str, object], atol: float = 1e-6) 
     assert sorted(a) == sorted(b)
     for k in a:
         np.testing.assert_allclose(a[k], b[k], rtol=0, atol=atol, err_msg=k)
+
+
+def hang_script(d: Path) -> Path:
+    """A job script whose ranks start and then hang (for timeouts and cancels)."""
+    script = d / "hang.py"
+    script.write_text("import time\n"
+                      "from fluid_hw.backends.cluster import ClusterRole\n"
+                      "ClusterRole.from_env()\n"
+                      "print('up', flush=True)\n"
+                      "time.sleep(600)\n")
+    return script
+
+
+def fail_once_script(d: Path) -> tuple[Path, Path]:
+    """A job script whose trainers fail (exit 3) the first time -- they leave the
+    marker file, its argument -- and then print ``resume $FLUID_HW_RESUME``."""
+    script, marker = d / "once.py", d / "failed-once"
+    script.write_text(
+        "import os, sys\n"
+        "from fluid_hw.backends.cluster import ClusterRole\n"
+        "role = ClusterRole.from_env()\n"
+        "if role.is_trainer and not os.path.exists(sys.argv[1]):\n"
+        "    open(sys.argv[1], 'w').close()\n"
+        "    raise SystemExit(3)\n"
+        "print('resume', os.environ['FLUID_HW_RESUME'])\n")
+    return script, marker

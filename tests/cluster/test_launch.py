@@ -18,6 +18,8 @@ from .mpi_job import (
     ROOT,
     STEPS,
     Job,
+    fail_once_script,
+    hang_script,
     launch,
     leftovers,
     lines_until,
@@ -141,12 +143,7 @@ def test_a_failing_rank_aborts_the_job_and_leaves_nothing(workdir):
 
 
 def test_timeout_stops_a_hung_job(workdir):
-    script = workdir / "hang.py"
-    script.write_text("import time\n"
-                      "from fluid_hw.backends.cluster import ClusterRole\n"
-                      "ClusterRole.from_env()\n"
-                      "time.sleep(600)\n")
-    job = launch(["--timeout", "4", str(script)], timeout=60)
+    job = launch(["--timeout", "4", str(hang_script(workdir))], timeout=60)
     assert job.rc == 124, job.out
     assert "--timeout" in job.out
     assert leftovers(job) == []
@@ -173,16 +170,7 @@ def test_launch_errors_name_the_fix(workdir):
 
 
 def test_max_restarts_relaunches_with_resume(workdir):
-    script = workdir / "once.py"
-    marker = workdir / "failed-once"
-    script.write_text(
-        "import os, sys\n"
-        "from fluid_hw.backends.cluster import ClusterRole\n"
-        "role = ClusterRole.from_env()\n"
-        "if role.is_trainer and not os.path.exists(sys.argv[1]):\n"
-        "    open(sys.argv[1], 'w').close()\n"
-        "    raise SystemExit(3)\n"
-        "print('resume', os.environ['FLUID_HW_RESUME'])\n")
+    script, marker = fail_once_script(workdir)
     job = launch(["--pservers", "1", "--trainers", "1", "--max-restarts", "1", "--timeout", "60",
                   "--checkpoint-dir", str(workdir / "ckpt"), str(script), str(marker)],
                  timeout=90)

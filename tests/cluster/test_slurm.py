@@ -12,7 +12,16 @@ import pytest
 
 from fluid_hw.backends.cluster.slurm import job_state
 
-from .mpi_job import EXAMPLE, ROOT, STEPS, launch, leftovers, load_params
+from .mpi_job import (
+    EXAMPLE,
+    ROOT,
+    STEPS,
+    fail_once_script,
+    hang_script,
+    launch,
+    leftovers,
+    load_params,
+)
 from .mpi_job import assert_same as _assert_same
 from .mpi_job import plain_run as _plain
 
@@ -56,12 +65,7 @@ def test_slurm_async_job_trains(slurm, workdir):
 
 
 def test_slurm_timeout_cancels_the_job(slurm, workdir):
-    script = workdir / "hang.py"
-    script.write_text("import time\n"
-                      "from fluid_hw.backends.cluster import ClusterRole\n"
-                      "ClusterRole.from_env()\n"
-                      "print('up', flush=True)\n"
-                      "time.sleep(600)\n")
+    script = hang_script(workdir)
     args = _args(workdir, "sync")
     args[args.index("--timeout") + 1] = "4"
     t0 = time.time()
@@ -109,16 +113,7 @@ def test_job_state_of_an_unknown_job(slurm, monkeypatch):
 
 def test_a_failed_slurm_job_is_resubmitted_with_resume(slurm, workdir):
     """--max-restarts under Slurm: the second attempt is a new Slurm job, resuming."""
-    script = workdir / "once.py"
-    marker = workdir / "failed-once"
-    script.write_text(
-        "import os, sys\n"
-        "from fluid_hw.backends.cluster import ClusterRole\n"
-        "role = ClusterRole.from_env()\n"
-        "if role.is_trainer and not os.path.exists(sys.argv[1]):\n"
-        "    open(sys.argv[1], 'w').close()\n"
-        "    raise SystemExit(3)\n"
-        "print('resume', os.environ['FLUID_HW_RESUME'])\n")
+    script, marker = fail_once_script(workdir)
     args = _args(workdir, "sync")
     args[args.index("--pservers") + 1] = "1"
     args[args.index("--trainers") + 1] = "1"

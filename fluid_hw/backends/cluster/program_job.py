@@ -49,7 +49,8 @@ FILES = ("main.pb", "startup.pb", "job.json")
 
 
 def global_batch(step: int, n: int, batch_size: int, seed: int) -> np.ndarray:
-    """Row indices of global batch ``step`` (a fixed shuffle per epoch)."""
+    """Row indices of global batch ``step``: a fixed shuffle per epoch, a function of
+    ``seed`` and ``step`` alone (``examples/train_digits_dist.py`` uses it too)."""
     per_epoch = max(1, n // batch_size)
     epoch, k = divmod(step, per_epoch)
     order = np.random.default_rng(seed + epoch).permutation(n)
@@ -150,6 +151,17 @@ def check_job(folder: str | os.PathLike[str], pservers: int, trainers: int, mode
     return job
 
 
+def serve(exe: Executor, t: DistributeTranspiler, role: ClusterRole) -> None:
+    """A parameter server's whole part, in the current scope: its start-up program,
+    then serving until every trainer has finished."""
+    prog = t.get_pserver_program(role.endpoint)
+    exe.run(t.get_startup_program(role.endpoint, prog))
+    print(f"serving {len(t.placement[role.endpoint])} parameter block(s) "
+          f"(pid {os.getpid()})", flush=True)
+    exe.run(prog)
+    print("done", flush=True)
+
+
 def run(folder: str, save_params: str | None) -> int:
     job = Job(folder)
     spec = job.spec
@@ -158,13 +170,7 @@ def run(folder: str, save_params: str | None) -> int:
     scope = Scope()
     with scope_guard(scope):
         if role.is_pserver:
-            t = job.transpile(role)
-            prog = t.get_pserver_program(role.endpoint)
-            exe.run(t.get_startup_program(role.endpoint, prog))
-            print(f"serving {len(t.placement[role.endpoint])} parameter block(s) "
-                  f"(pid {os.getpid()})", flush=True)
-            exe.run(prog)
-            print("done", flush=True)
+            serve(exe, job.transpile(role), role)
             return 0
         if spec["batch_size"] % role.trainers:
             raise ClusterError(f"batch_size {spec['batch_size']} does not split over "
