@@ -12,6 +12,8 @@ The names here follow PaddlePaddle Fluid 1.x so its users feel at home::
     exe.run(startup)
 """
 
+import sys as _sys
+
 from . import core, dataset, datasets, errors, ir, lod_tensor, transpiler
 from .backends.cpu import CPUPlace, CUDAPlace, Executor
 from .backends.cpu.parallel import BuildStrategy, CompiledProgram, ExecutionStrategy
@@ -41,6 +43,17 @@ from .lod_tensor import create_random_int_lodtensor
 from .memory_optimization import memory_optimize, release_memory
 
 __version__ = "0.1.0"
+
+# ``import paddle.fluid.layers as layers`` becomes ``import fluid_hw.layers as
+# layers``: Fluid's submodule paths name fluid-hw's modules too
+for _name, _module in {"layers": layers, "nets": nets, "framework": framework,
+                       "optimizer": optimizer, "initializer": initializer,
+                       "regularizer": regularizer, "backward": backward,
+                       "unique_name": unique_name, "io": io, "clip": clip,
+                       "executor": _sys.modules[Executor.__module__],
+                       "data_feeder": _sys.modules[DataFeeder.__module__],
+                       "param_attr": _sys.modules[ParamAttr.__module__]}.items():
+    _sys.modules.setdefault(f"{__name__}.{_name}", _module)
 
 
 def __getattr__(name: str) -> object:

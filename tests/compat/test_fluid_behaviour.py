@@ -128,3 +128,22 @@ def test_embedding_and_split_lod_tensor_check_dtypes_when_run():
             exe.run(split, feed={"x": np.zeros((2, 2), np.float32),
                                  "mask": np.array([[1.0], [0.0]], np.float32)},
                     fetch_list=[t, f])
+
+
+def test_fetched_values_convert_to_numbers_as_with_numpy_1():
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        x = fluid.layers.data(name="x", shape=[3])
+        y = fluid.layers.scale(x, scale=2.0)
+        avg = fluid.layers.mean(y)
+    with fluid.scope_guard(fluid.Scope()):
+        cost, rows = fluid.Executor().run(
+            main, feed={"x": np.array([[0.25, 0.5, 1.0]], np.float32)}, fetch_list=[avg, y])
+    # as Fluid scripts write them: float(avg_cost), "%f" % cost, "%.2f" % results[0][i]
+    assert cost.shape == (1,) and float(cost) == pytest.approx(7 / 6)
+    assert "%.2f" % rows[0][1:2] == "1.00"  # noqa: UP031
+    assert f"{rows[:, 2]:.1f}" == "2.0" and int(rows[:, 2]) == 2
+    with pytest.raises(TypeError):
+        float(rows)  # several values: refused, as NumPy does
+    assert type(np.asarray(rows)) is np.ndarray
+    assert repr(rows).startswith("array(")

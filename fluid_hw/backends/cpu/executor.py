@@ -31,6 +31,7 @@ from ...ir.program import Block, Program, Variable, VarType
 from ...ir.scope import Scope, global_scope
 from ...ir.verifier import verify_program
 from .context import KernelContext, share_lod_plan, with_shared_lod
+from .fetched import fetched
 from .kernels import get_kernel
 from .place import CPUPlace
 
@@ -322,7 +323,7 @@ def fetch_value(name: str, val: Any, return_numpy: bool, copy: bool = False) -> 
             raise FetchError(f"fetch target {name!r} holds an empty LoDTensor (no data)")
         if not return_numpy:
             return val
-        return val.data.copy() if copy else val.data
+        return fetched(val.data.copy() if copy else val.data)
     try:
         arr = np.asarray(val)
     except (ValueError, TypeError) as e:
@@ -332,7 +333,7 @@ def fetch_value(name: str, val: Any, return_numpy: bool, copy: bool = False) -> 
         raise FetchError(f"fetch target {name!r} holds a {type(val).__name__}, which is "
                          "not a tensor")
     if return_numpy:
-        return arr.copy() if copy and arr is val else arr
+        return fetched(arr.copy() if copy and arr is val else arr)
     return LoDTensor(arr)
 
 
