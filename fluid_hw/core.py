@@ -1,6 +1,7 @@
 """Fluid's ``fluid.core`` names that scripts touch: ``Scope``, ``LoDTensor``,
-the places and ``is_compiled_with_cuda``. fluid-hw has no compiled core; these
-are its Python objects under Fluid's names."""
+the places, ``is_compiled_with_cuda`` and the inference API (``PaddleTensor``,
+``AnalysisConfig``, ``create_paddle_predictor``: :mod:`fluid_hw.inference`).
+fluid-hw has no compiled core; these are its Python objects under Fluid's names."""
 
 from __future__ import annotations
 
@@ -8,11 +9,19 @@ import os
 from collections.abc import Sequence
 
 from .backends.cpu import CPUPlace, CUDAPlace
+from .inference import (
+    AnalysisConfig,
+    NativeConfig,
+    PaddlePredictor,
+    PaddleTensor,
+    create_paddle_predictor,
+)
 from .ir.lod import LoDTensor
 from .ir.scope import Scope
 
-__all__ = ["CPUPlace", "CUDAPlace", "LoDTensor", "Scope", "cpu_places", "cuda_places",
-           "is_compiled_with_cuda"]
+__all__ = ["AnalysisConfig", "CPUPlace", "CUDAPlace", "LoDTensor", "NativeConfig",
+           "PaddlePredictor", "PaddleTensor", "Scope", "cpu_places", "create_paddle_predictor",
+           "cuda_places", "is_compiled_with_cuda"]
 
 
 def cpu_places(device_count: int | None = None) -> list[CPUPlace]:

@@ -39,7 +39,8 @@ ALLOWED: dict[str, set[str]] = {
     "debugger": {"frontend"},
     "transpiler": {"backends.cluster", "inference_transpiler", "memory_optimization"},
     "onnx": {"frontend"},
-    "core": {"ir", "backends.cpu", "backends.cuda"},  # Fluid's fluid.core names
+    "core": {"ir", "backends.cpu", "backends.cuda", "inference"},  # Fluid's fluid.core
+    "inference": {"ir", "frontend", "backends.cpu"},  # core.PaddleTensor, predictors
     "dataset": set(),  # synthetic paddle.dataset stand-ins
     "paddle_compat": {"dataset"},  # what a Fluid script imports as `paddle`
     "lod_tensor": {"ir"},  # fluid.lod_tensor
