@@ -68,9 +68,8 @@ def _hyper(cls: str, name: str, value: Any, lo: float | None = None, hi: float |
 
 
 class Optimizer:
-    """Base class.  Subclasses set :attr:`type`, create their accumulators in
-    :meth:`_create_accumulators` and append one update op in
-    :meth:`_append_optimize_op`."""
+    """Base class.  Subclasses set :attr:`type`, their accumulators and op slots in
+    :attr:`_state` and their op's attributes in :meth:`_op_attrs`."""
 
     type = ""
 
@@ -160,11 +159,37 @@ class Optimizer:
             raise GradientError(f"{type(self).__name__}: no accumulator {name!r} for "
                                 f"parameter {param.name!r}") from None
 
+    #: the optimizer's state, one ``(accumulator, input slot, output slot)`` per
+    #: accumulator of each parameter, in the order they are created
+    _state: tuple[tuple[str, str, str], ...] = ()
+    #: whether the update op reads ``LearningRate``
+    _reads_learning_rate = True
+
+    def _accumulator_init(self, name: str) -> dict[str, Any]:
+        """:meth:`_add_accumulator`'s ``fill_value`` / ``shape`` for accumulator ``name``
+        (none: zeros shaped like the parameter)."""
+        return {}
+
+    def _op_attrs(self) -> dict[str, Any]:
+        """The update op's attributes."""
+        return {}
+
     def _create_accumulators(self, block: Block, parameters: list[Parameter]) -> None:
-        """Subclasses create their state variables here."""
+        """The :attr:`_state` variables of each parameter."""
+        for p in parameters:
+            for name, _, _ in self._state:
+                self._add_accumulator(name, p, **self._accumulator_init(name))
 
     def _append_optimize_op(self, block: Block, param: Parameter, grad: Variable) -> Operator:
-        raise NotImplementedError
+        """The update op: ``Param``, ``Grad``, the learning rate and the :attr:`_state`
+        accumulators in, ``ParamOut`` and the accumulators out."""
+        state = [(i, o, self._get_accumulator(name, param)) for name, i, o in self._state]
+        inputs: dict[str, Any] = {"Param": param, "Grad": grad}
+        if self._reads_learning_rate:
+            inputs["LearningRate"] = self._create_param_lr(param)
+        inputs.update({i: v for i, _, v in state})
+        outputs: dict[str, Any] = {"ParamOut": param, **{o: v for _, o, v in state}}
+        return self._update_op(block, param, grad, inputs, outputs, self._op_attrs())
 
     def _update_op(self, block: Block, param: Parameter, grad: Variable,
                    inputs: dict[str, Any], outputs: dict[str, Any],
@@ -235,12 +260,6 @@ class SGD(Optimizer):
 
     type = "sgd"
 
-    def _append_optimize_op(self, block: Block, param: Parameter, grad: Variable) -> Operator:
-        return self._update_op(block, param, grad,
-                               {"Param": param, "Grad": grad,
-                                "LearningRate": self._create_param_lr(param)},
-                               {"ParamOut": param})
-
 
 class Momentum(Optimizer):
     """``v = momentum * v + grad``; ``param -= lr * v`` (Nesterov:
@@ -248,6 +267,7 @@ class Momentum(Optimizer):
 
     type = "momentum"
     _velocity = "velocity"
+    _state = ((_velocity, "Velocity", "VelocityOut"),)
 
     def __init__(self, learning_rate: float | Variable, momentum: float,
                  use_nesterov: bool = False, regularization: WeightDecayRegularizer | None = None,
@@ -256,18 +276,8 @@ class Momentum(Optimizer):
         self._momentum = _hyper(type(self).__name__, "momentum", momentum, lo=0.0)
         self._use_nesterov = bool(use_nesterov)
 
-    def _create_accumulators(self, block: Block, parameters: list[Parameter]) -> None:
-        for p in parameters:
-            self._add_accumulator(self._velocity, p)
-
-    def _append_optimize_op(self, block: Block, param: Parameter, grad: Variable) -> Operator:
-        v = self._get_accumulator(self._velocity, param)
-        return self._update_op(
-            block, param, grad,
-            {"Param": param, "Grad": grad, "Velocity": v,
-             "LearningRate": self._create_param_lr(param)},
-            {"ParamOut": param, "VelocityOut": v},
-            {"mu": self._momentum, "use_nesterov": self._use_nesterov})
+    def _op_attrs(self) -> dict[str, Any]:
+        return {"mu": self._momentum, "use_nesterov": self._use_nesterov}
 
 
 class Adam(Optimizer):
@@ -278,6 +288,8 @@ class Adam(Optimizer):
     _moment2 = "moment2"
     _beta1_pow = "beta1_pow_acc"
     _beta2_pow = "beta2_pow_acc"
+    _state = ((_moment1, "Moment1", "Moment1Out"), (_moment2, "Moment2", "Moment2Out"),
+              (_beta1_pow, "Beta1Pow", "Beta1PowOut"), (_beta2_pow, "Beta2Pow", "Beta2PowOut"))
 
     def __init__(self, learning_rate: float | Variable = 0.001, beta1: float = 0.9,
                  beta2: float = 0.999, epsilon: float = 1e-8,
@@ -291,25 +303,12 @@ class Adam(Optimizer):
         self._epsilon = _hyper(cls, "epsilon", epsilon, lo=0.0)
         self._lazy_mode = lazy_mode  # dense gradients only: accepted for Fluid code
 
-    def _create_accumulators(self, block: Block, parameters: list[Parameter]) -> None:
-        for p in parameters:
-            self._add_accumulator(self._moment1, p)
-            self._add_accumulator(self._moment2, p)
-            self._add_accumulator(self._beta1_pow, p, self._beta1, shape=[1])
-            self._add_accumulator(self._beta2_pow, p, self._beta2, shape=[1])
+    def _accumulator_init(self, name: str) -> dict[str, Any]:
+        pows = {self._beta1_pow: self._beta1, self._beta2_pow: self._beta2}
+        return {"fill_value": pows[name], "shape": [1]} if name in pows else {}
 
-    def _append_optimize_op(self, block: Block, param: Parameter, grad: Variable) -> Operator:
-        acc = {k: self._get_accumulator(k, param)
-               for k in (self._moment1, self._moment2, self._beta1_pow, self._beta2_pow)}
-        m1, m2 = acc[self._moment1], acc[self._moment2]
-        b1p, b2p = acc[self._beta1_pow], acc[self._beta2_pow]
-        return self._update_op(
-            block, param, grad,
-            {"Param": param, "Grad": grad, "LearningRate": self._create_param_lr(param),
-             "Moment1": m1, "Moment2": m2, "Beta1Pow": b1p, "Beta2Pow": b2p},
-            {"ParamOut": param, "Moment1Out": m1, "Moment2Out": m2, "Beta1PowOut": b1p,
-             "Beta2PowOut": b2p},
-            {"beta1": self._beta1, "beta2": self._beta2, "epsilon": self._epsilon})
+    def _op_attrs(self) -> dict[str, Any]:
+        return {"beta1": self._beta1, "beta2": self._beta2, "epsilon": self._epsilon}
 
 
 class RMSProp(Optimizer):
@@ -320,6 +319,8 @@ class RMSProp(Optimizer):
     _momentum_acc = "momentum"
     _mean_square = "mean_square"
     _mean_grad = "mean_grad"
+    _state = ((_momentum_acc, "Moment", "MomentOut"), (_mean_square, "MeanSquare", "MeanSquareOut"),
+              (_mean_grad, "MeanGrad", "MeanGradOut"))
 
     def __init__(self, learning_rate: float | Variable, rho: float = 0.95,
                  epsilon: float = 1.0e-6, momentum: float = 0.0, centered: bool = False,
@@ -332,23 +333,9 @@ class RMSProp(Optimizer):
         self._momentum = _hyper(cls, "momentum", momentum, lo=0.0)
         self._centered = bool(centered)
 
-    def _create_accumulators(self, block: Block, parameters: list[Parameter]) -> None:
-        for p in parameters:
-            self._add_accumulator(self._momentum_acc, p)
-            self._add_accumulator(self._mean_square, p)
-            self._add_accumulator(self._mean_grad, p)
-
-    def _append_optimize_op(self, block: Block, param: Parameter, grad: Variable) -> Operator:
-        mom = self._get_accumulator(self._momentum_acc, param)
-        ms = self._get_accumulator(self._mean_square, param)
-        mg = self._get_accumulator(self._mean_grad, param)
-        return self._update_op(
-            block, param, grad,
-            {"Param": param, "Grad": grad, "Moment": mom, "MeanSquare": ms, "MeanGrad": mg,
-             "LearningRate": self._create_param_lr(param)},
-            {"ParamOut": param, "MomentOut": mom, "MeanSquareOut": ms, "MeanGradOut": mg},
-            {"epsilon": self._epsilon, "decay": self._rho, "momentum": self._momentum,
-             "centered": self._centered})
+    def _op_attrs(self) -> dict[str, Any]:
+        return {"epsilon": self._epsilon, "decay": self._rho, "momentum": self._momentum,
+                "centered": self._centered}
 
 
 class Adagrad(Optimizer):
@@ -356,6 +343,7 @@ class Adagrad(Optimizer):
 
     type = "adagrad"
     _moment = "moment"
+    _state = ((_moment, "Moment", "MomentOut"),)
 
     def __init__(self, learning_rate: float | Variable, epsilon: float = 1.0e-6,
                  regularization: WeightDecayRegularizer | None = None, name: str | None = None,
@@ -367,17 +355,11 @@ class Adagrad(Optimizer):
         self._initial = _hyper(cls, "initial_accumulator_value", initial_accumulator_value,
                                lo=0.0)
 
-    def _create_accumulators(self, block: Block, parameters: list[Parameter]) -> None:
-        for p in parameters:
-            self._add_accumulator(self._moment, p, self._initial)
+    def _accumulator_init(self, name: str) -> dict[str, Any]:
+        return {"fill_value": self._initial}
 
-    def _append_optimize_op(self, block: Block, param: Parameter, grad: Variable) -> Operator:
-        m = self._get_accumulator(self._moment, param)
-        return self._update_op(
-            block, param, grad,
-            {"Param": param, "Grad": grad, "Moment": m,
-             "LearningRate": self._create_param_lr(param)},
-            {"ParamOut": param, "MomentOut": m}, {"epsilon": self._epsilon})
+    def _op_attrs(self) -> dict[str, Any]:
+        return {"epsilon": self._epsilon}
 
 
 class DecayedAdagrad(Optimizer):
@@ -385,6 +367,7 @@ class DecayedAdagrad(Optimizer):
 
     type = "decayed_adagrad"
     _moment = "moment"
+    _state = ((_moment, "Moment", "MomentOut"),)
 
     def __init__(self, learning_rate: float | Variable, decay: float = 0.95,
                  epsilon: float = 1.0e-6, regularization: WeightDecayRegularizer | None = None,
@@ -394,18 +377,8 @@ class DecayedAdagrad(Optimizer):
         self._decay = _hyper(cls, "decay", decay, 0.0, 1.0)
         self._epsilon = _hyper(cls, "epsilon", epsilon, lo=0.0)
 
-    def _create_accumulators(self, block: Block, parameters: list[Parameter]) -> None:
-        for p in parameters:
-            self._add_accumulator(self._moment, p)
-
-    def _append_optimize_op(self, block: Block, param: Parameter, grad: Variable) -> Operator:
-        m = self._get_accumulator(self._moment, param)
-        return self._update_op(
-            block, param, grad,
-            {"Param": param, "Grad": grad, "Moment": m,
-             "LearningRate": self._create_param_lr(param)},
-            {"ParamOut": param, "MomentOut": m},
-            {"decay": self._decay, "epsilon": self._epsilon})
+    def _op_attrs(self) -> dict[str, Any]:
+        return {"decay": self._decay, "epsilon": self._epsilon}
 
 
 class Adamax(Optimizer):
@@ -416,6 +389,8 @@ class Adamax(Optimizer):
     _moment = "moment"
     _inf_norm = "inf_norm"
     _beta1_pow = "beta1_pow_acc"
+    _state = ((_moment, "Moment", "MomentOut"), (_inf_norm, "InfNorm", "InfNormOut"),
+              (_beta1_pow, "Beta1Pow", "Beta1PowOut"))
 
     def __init__(self, learning_rate: float | Variable = 0.001, beta1: float = 0.9,
                  beta2: float = 0.999, epsilon: float = 1e-8,
@@ -427,22 +402,11 @@ class Adamax(Optimizer):
         self._beta2 = _hyper(cls, "beta2", beta2, 0.0, 1.0, hi_open=True)
         self._epsilon = _hyper(cls, "epsilon", epsilon, lo=0.0)
 
-    def _create_accumulators(self, block: Block, parameters: list[Parameter]) -> None:
-        for p in parameters:
-            self._add_accumulator(self._moment, p)
-            self._add_accumulator(self._inf_norm, p)
-            self._add_accumulator(self._beta1_pow, p, self._beta1, shape=[1])
+    def _accumulator_init(self, name: str) -> dict[str, Any]:
+        return {"fill_value": self._beta1, "shape": [1]} if name == self._beta1_pow else {}
 
-    def _append_optimize_op(self, block: Block, param: Parameter, grad: Variable) -> Operator:
-        m = self._get_accumulator(self._moment, param)
-        u = self._get_accumulator(self._inf_norm, param)
-        b1p = self._get_accumulator(self._beta1_pow, param)
-        return self._update_op(
-            block, param, grad,
-            {"Param": param, "Grad": grad, "LearningRate": self._create_param_lr(param),
-             "Moment": m, "InfNorm": u, "Beta1Pow": b1p},
-            {"ParamOut": param, "MomentOut": m, "InfNormOut": u, "Beta1PowOut": b1p},
-            {"beta1": self._beta1, "beta2": self._beta2, "epsilon": self._epsilon})
+    def _op_attrs(self) -> dict[str, Any]:
+        return {"beta1": self._beta1, "beta2": self._beta2, "epsilon": self._epsilon}
 
 
 class Adadelta(Optimizer):
@@ -451,6 +415,9 @@ class Adadelta(Optimizer):
     type = "adadelta"
     _avg_sq_grad = "_avg_squared_grad"
     _avg_sq_update = "_avg_squared_update"
+    _state = ((_avg_sq_grad, "AvgSquaredGrad", "AvgSquaredGradOut"),
+              (_avg_sq_update, "AvgSquaredUpdate", "AvgSquaredUpdateOut"))
+    _reads_learning_rate = False
 
     def __init__(self, learning_rate: float | Variable, epsilon: float = 1.0e-6,
                  rho: float = 0.95, regularization: WeightDecayRegularizer | None = None,
@@ -460,19 +427,8 @@ class Adadelta(Optimizer):
         self._epsilon = _hyper(cls, "epsilon", epsilon, lo=0.0)
         self._rho = _hyper(cls, "rho", rho, 0.0, 1.0)
 
-    def _create_accumulators(self, block: Block, parameters: list[Parameter]) -> None:
-        for p in parameters:
-            self._add_accumulator(self._avg_sq_grad, p)
-            self._add_accumulator(self._avg_sq_update, p)
-
-    def _append_optimize_op(self, block: Block, param: Parameter, grad: Variable) -> Operator:
-        g2 = self._get_accumulator(self._avg_sq_grad, param)
-        u2 = self._get_accumulator(self._avg_sq_update, param)
-        return self._update_op(
-            block, param, grad,
-            {"Param": param, "Grad": grad, "AvgSquaredGrad": g2, "AvgSquaredUpdate": u2},
-            {"ParamOut": param, "AvgSquaredGradOut": g2, "AvgSquaredUpdateOut": u2},
-            {"epsilon": self._epsilon, "rho": self._rho})
+    def _op_attrs(self) -> dict[str, Any]:
+        return {"epsilon": self._epsilon, "rho": self._rho}
 
 
 class Ftrl(Optimizer):
@@ -482,6 +438,8 @@ class Ftrl(Optimizer):
     type = "ftrl"
     _squared = "squared"
     _linear = "linear"
+    _state = ((_squared, "SquaredAccumulator", "SquaredAccumOut"),
+              (_linear, "LinearAccumulator", "LinearAccumOut"))
 
     def __init__(self, learning_rate: float | Variable, l1: float = 0.0, l2: float = 0.0,
                  lr_power: float = -0.5, regularization: WeightDecayRegularizer | None = None,
@@ -492,20 +450,8 @@ class Ftrl(Optimizer):
         self._l2 = _hyper(cls, "l2", l2, lo=0.0)
         self._lr_power = _hyper(cls, "lr_power", lr_power, hi=0.0)
 
-    def _create_accumulators(self, block: Block, parameters: list[Parameter]) -> None:
-        for p in parameters:
-            self._add_accumulator(self._squared, p)
-            self._add_accumulator(self._linear, p)
-
-    def _append_optimize_op(self, block: Block, param: Parameter, grad: Variable) -> Operator:
-        sq = self._get_accumulator(self._squared, param)
-        lin = self._get_accumulator(self._linear, param)
-        return self._update_op(
-            block, param, grad,
-            {"Param": param, "Grad": grad, "SquaredAccumulator": sq, "LinearAccumulator": lin,
-             "LearningRate": self._create_param_lr(param)},
-            {"ParamOut": param, "SquaredAccumOut": sq, "LinearAccumOut": lin},
-            {"l1": self._l1, "l2": self._l2, "lr_power": self._lr_power})
+    def _op_attrs(self) -> dict[str, Any]:
+        return {"l1": self._l1, "l2": self._l2, "lr_power": self._lr_power}
 
 
 class LarsMomentum(Optimizer):
@@ -514,6 +460,7 @@ class LarsMomentum(Optimizer):
 
     type = "lars_momentum"
     _velocity = "velocity"
+    _state = ((_velocity, "Velocity", "VelocityOut"),)
 
     def __init__(self, learning_rate: float | Variable, momentum: float,
                  lars_coeff: float = 0.001, lars_weight_decay: float = 0.0005,
@@ -525,19 +472,9 @@ class LarsMomentum(Optimizer):
         self._lars_coeff = _hyper(cls, "lars_coeff", lars_coeff, lo=0.0)
         self._lars_weight_decay = _hyper(cls, "lars_weight_decay", lars_weight_decay, lo=0.0)
 
-    def _create_accumulators(self, block: Block, parameters: list[Parameter]) -> None:
-        for p in parameters:
-            self._add_accumulator(self._velocity, p)
-
-    def _append_optimize_op(self, block: Block, param: Parameter, grad: Variable) -> Operator:
-        v = self._get_accumulator(self._velocity, param)
-        return self._update_op(
-            block, param, grad,
-            {"Param": param, "Grad": grad, "Velocity": v,
-             "LearningRate": self._create_param_lr(param)},
-            {"ParamOut": param, "VelocityOut": v},
-            {"mu": self._momentum, "lars_coeff": self._lars_coeff,
-             "lars_weight_decay": self._lars_weight_decay})
+    def _op_attrs(self) -> dict[str, Any]:
+        return {"mu": self._momentum, "lars_coeff": self._lars_coeff,
+                "lars_weight_decay": self._lars_weight_decay}
 
 
 # Fluid's longer names
