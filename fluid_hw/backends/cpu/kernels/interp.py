@@ -15,20 +15,24 @@ from ..context import KernelContext
 from . import register_kernel
 
 
+def out_size(ctx: KernelContext, in_hw: tuple[int, ...]) -> tuple[int, int]:
+    """A resize op's output height and width: from OutSize, else the attributes."""
+    a = ctx.attrs
+    if ctx.has_input("OutSize"):
+        size = np.asarray(ctx.input("OutSize")).reshape(-1)
+        if size.size != 2 or int(size.min()) < 1:
+            raise ShapeError(f"OutSize must hold two sizes >= 1, got {size.tolist()}")
+        return (int(size[0]), int(size[1]))
+    return (interp_out_size(in_hw[0], a["out_h"], a["scale"]),
+            interp_out_size(in_hw[1], a["out_w"], a["scale"]))
+
+
 def _indices(ctx: KernelContext, in_hw: tuple[int, int], out_hw: tuple[int, int] | None
              ) -> tuple[np.ndarray, np.ndarray]:
     """Source rows and columns (``out_hw`` None: from OutSize or the attributes)."""
-    a = ctx.attrs
     if out_hw is None:
-        if ctx.has_input("OutSize"):
-            size = np.asarray(ctx.input("OutSize")).reshape(-1)
-            if size.size != 2 or int(size.min()) < 1:
-                raise ShapeError(f"OutSize must hold two sizes >= 1, got {size.tolist()}")
-            out_hw = (int(size[0]), int(size[1]))
-        else:
-            out_hw = (interp_out_size(in_hw[0], a["out_h"], a["scale"]),
-                      interp_out_size(in_hw[1], a["out_w"], a["scale"]))
-    ac = bool(a["align_corners"])
+        out_hw = out_size(ctx, in_hw)
+    ac = bool(ctx.attrs["align_corners"])
     return nearest_index(in_hw[0], out_hw[0], ac), nearest_index(in_hw[1], out_hw[1], ac)
 
 

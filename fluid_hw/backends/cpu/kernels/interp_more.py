@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ....errors import ShapeError
-from ....ir.ops.interp import interp_out_size
 from ....ir.ops.interp_more import bilinear_weights
 from ..context import KernelContext
 from . import register_kernel
+from .interp import out_size
 
 Axis = tuple[np.ndarray, np.ndarray, np.ndarray]
 
@@ -17,14 +16,7 @@ def _axes(ctx: KernelContext, in_hw: tuple[int, ...], out_hw: tuple[int, ...] | 
           ) -> tuple[Axis, Axis]:
     a = ctx.attrs
     if out_hw is None:
-        if ctx.has_input("OutSize"):
-            size = np.asarray(ctx.input("OutSize")).reshape(-1)
-            if size.size != 2 or int(size.min()) < 1:
-                raise ShapeError(f"OutSize must hold two sizes >= 1, got {size.tolist()}")
-            out_hw = (int(size[0]), int(size[1]))
-        else:
-            out_hw = (interp_out_size(in_hw[0], a["out_h"], a["scale"]),
-                      interp_out_size(in_hw[1], a["out_w"], a["scale"]))
+        out_hw = out_size(ctx, in_hw)
     ac, mode = bool(a["align_corners"]), int(a["align_mode"])
     return (bilinear_weights(in_hw[0], out_hw[0], ac, mode),
             bilinear_weights(in_hw[1], out_hw[1], ac, mode))
