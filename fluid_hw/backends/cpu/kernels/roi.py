@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import numpy as np
 
 from ..context import KernelContext
 from . import register_kernel
 
+_Bin = TypeVar("_Bin")
 
 def _c_round(v: float) -> float:
     """C's round(): halves away from zero."""
@@ -124,31 +125,50 @@ def _align_taps(ctx: KernelContext, box: np.ndarray, h: int, w: int
             yield i, j, taps
 
 
+def _each_bin(ctx: KernelContext, bins: Callable[[KernelContext, np.ndarray, int, int],
+                                                  Iterator[_Bin]]
+              ) -> Iterator[tuple[int, int, _Bin]]:
+    """(roi index, image index, bin) of each bin ``bins`` gives for each ROI of X."""
+    h, w = ctx.input("X").shape[2:]
+    for r, img, box in _boxes(ctx):
+        for b in bins(ctx, box, h, w):
+            yield r, img, b
+
+
+def _grad_by_bin(ctx: KernelContext, bins: Callable[[KernelContext, np.ndarray, int, int],
+                                                    Iterator[_Bin]],
+                 add: Callable[[np.ndarray, np.ndarray, int, int, _Bin], None]) -> None:
+    """X@GRAD of an op linear in X: ``add(dx, dout, roi, image, bin)`` for each bin."""
+    if not ctx.has_output("X@GRAD"):
+        return
+    d = ctx.input("Out@GRAD")
+    dx = np.zeros(ctx.input("X").shape)
+    for r, img, b in _each_bin(ctx, bins):
+        add(dx, d, r, img, b)
+    ctx.set_output("X@GRAD", dx.astype(d.dtype))
+
+
 @register_kernel("roi_align")
 def _roi_align(ctx: KernelContext) -> None:
     x = ctx.input("X")
     ph, pw = ctx.attrs["pooled_height"], ctx.attrs["pooled_width"]
     out = np.zeros((ctx.input("ROIs").shape[0], x.shape[1], ph, pw))
-    h, w = x.shape[2:]
-    for r, img, box in _boxes(ctx):
-        for i, j, taps in _align_taps(ctx, box, h, w):
-            for yy, xx, wt in taps:
-                out[r, :, i, j] += wt * x[img, :, yy, xx]
+    for r, img, (i, j, taps) in _each_bin(ctx, _align_taps):
+        for yy, xx, wt in taps:
+            out[r, :, i, j] += wt * x[img, :, yy, xx]
     ctx.set_output("Out", out.astype(x.dtype))
+
+
+def _align_back(dx: np.ndarray, d: np.ndarray, r: int, img: int,
+                cell: tuple[int, int, list[tuple[int, int, float]]]) -> None:
+    i, j, taps = cell
+    for yy, xx, wt in taps:
+        dx[img, :, yy, xx] += wt * d[r, :, i, j]
 
 
 @register_kernel("roi_align_grad")
 def _roi_align_grad(ctx: KernelContext) -> None:
-    if not ctx.has_output("X@GRAD"):
-        return
-    x, d = ctx.input("X"), ctx.input("Out@GRAD")
-    dx = np.zeros(x.shape)
-    h, w = x.shape[2:]
-    for r, img, box in _boxes(ctx):
-        for i, j, taps in _align_taps(ctx, box, h, w):
-            for yy, xx, wt in taps:
-                dx[img, :, yy, xx] += wt * d[r, :, i, j]
-    ctx.set_output("X@GRAD", dx.astype(d.dtype))
+    _grad_by_bin(ctx, _align_taps, _align_back)
 
 
 def _ps_bins(ctx: KernelContext, box: np.ndarray, h: int, w: int) -> Iterator[Any]:
@@ -175,23 +195,18 @@ def _psroi_pool(ctx: KernelContext) -> None:
     a = ctx.attrs
     out = np.zeros((ctx.input("ROIs").shape[0], a["output_channels"], a["pooled_height"],
                     a["pooled_width"]))
-    h, w = x.shape[2:]
-    for r, img, box in _boxes(ctx):
-        for c, i, j, ic, hs, he, ws, we in _ps_bins(ctx, box, h, w):
-            if he > hs and we > ws:
-                out[r, c, i, j] = x[img, ic, hs:he, ws:we].mean()
+    for r, img, (c, i, j, ic, hs, he, ws, we) in _each_bin(ctx, _ps_bins):
+        if he > hs and we > ws:
+            out[r, c, i, j] = x[img, ic, hs:he, ws:we].mean()
     ctx.set_output("Out", out.astype(x.dtype))
+
+
+def _ps_back(dx: np.ndarray, d: np.ndarray, r: int, img: int, b: Any) -> None:
+    c, i, j, ic, hs, he, ws, we = b
+    if he > hs and we > ws:
+        dx[img, ic, hs:he, ws:we] += d[r, c, i, j] / ((he - hs) * (we - ws))
 
 
 @register_kernel("psroi_pool_grad")
 def _psroi_pool_grad(ctx: KernelContext) -> None:
-    if not ctx.has_output("X@GRAD"):
-        return
-    x, d = ctx.input("X"), ctx.input("Out@GRAD")
-    dx = np.zeros(x.shape)
-    h, w = x.shape[2:]
-    for r, img, box in _boxes(ctx):
-        for c, i, j, ic, hs, he, ws, we in _ps_bins(ctx, box, h, w):
-            if he > hs and we > ws:
-                dx[img, ic, hs:he, ws:we] += d[r, c, i, j] / ((he - hs) * (we - ws))
-    ctx.set_output("X@GRAD", dx.astype(d.dtype))
+    _grad_by_bin(ctx, _ps_bins, _ps_back)
