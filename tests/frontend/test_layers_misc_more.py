@@ -7,19 +7,10 @@ import pytest
 
 import fluid_hw as fluid
 from fluid_hw import layers
+from tests.frontend._layer_util import run_layers as _run
 
 PLACE = fluid.CPUPlace()
 R = np.random.default_rng(11)
-
-
-def _run(build, feed, return_numpy=True):
-    main, start = fluid.Program(), fluid.Program()
-    with fluid.program_guard(main, start):
-        outs = build()
-    exe = fluid.Executor(PLACE)
-    with fluid.scope_guard(fluid.Scope()):
-        exe.run(start)
-        return exe.run(main, feed=feed, fetch_list=list(outs), return_numpy=return_numpy)
 
 
 def _lt(a, lens):

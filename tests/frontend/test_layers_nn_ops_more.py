@@ -6,20 +6,10 @@ import pytest
 
 import fluid_hw as fluid
 from fluid_hw import layers
+from tests.frontend._layer_util import run_layers_with_scope as _run
 
 R = np.random.default_rng(19)
 PLACE = fluid.CPUPlace()
-
-
-def _run(build, feed, return_numpy=True):
-    main, start = fluid.Program(), fluid.Program()
-    with fluid.program_guard(main, start):
-        outs = build()
-    exe = fluid.Executor(PLACE)
-    with fluid.scope_guard(fluid.Scope()):
-        exe.run(start)
-        got = exe.run(main, feed=feed, fetch_list=list(outs), return_numpy=return_numpy)
-        return got, fluid.global_scope()
 
 
 def _pe(length, size):

@@ -6,19 +6,10 @@ import pytest
 import fluid_hw as fluid
 from fluid_hw import layers
 from fluid_hw.errors import ShapeError
+from tests.frontend._layer_util import run_layers as _run
 
 R = np.random.default_rng(3)
 PLACE = fluid.CPUPlace()
-
-
-def _run(build, feed, startup=False):
-    main, start = fluid.Program(), fluid.Program()
-    with fluid.program_guard(main, start):
-        outs = build()
-    exe = fluid.Executor(PLACE)
-    with fluid.scope_guard(fluid.Scope()):
-        exe.run(start)
-        return exe.run(main, feed=feed, fetch_list=list(outs))
 
 
 def _x(shape=(3, 4), dtype="float32"):
