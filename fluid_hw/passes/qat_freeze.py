@@ -49,9 +49,15 @@ from ..ir.verifier import verify_program
 from ._graph import OpSpec, add_param, fresh_name, rebuild_block, remove_unused_vars
 from .base import ParamStore, PassContext, get_value
 from .manager import PassManager
-from .precision import acc_bits, int_range, requant_thresholds, weight_range
+from .precision import acc_bits, weight_range
 from .qat import ACT_QUANT, LAYER_OPS, grid_passthrough
-from .quantize import _CONV_ATTR_NAMES, _POOL_ATTR_NAMES, requant_params, round_half_even
+from .quantize import (
+    _CONV_ATTR_NAMES,
+    _POOL_ATTR_NAMES,
+    output_quantiser,
+    requant_params,
+    round_half_even,
+)
 
 __all__ = ["freeze"]
 
@@ -311,24 +317,12 @@ class _Freezer:
         n_arr = np.array([p[1] for p in mn], np.int32)
         outq = self.new_var(f"{base}.int{obits}", out_float, self.int_dtype(obits, okind))
         bipolar, use_relu = okind == "bipolar", relu and okind != "bipolar"
-        if self.thresholds and obits <= 4:
-            lo, hi = int_range(obits, okind)
-            lo = max(lo, 0) if use_relu else lo
-            th = requant_thresholds(m_arr, n_arr, lo, hi, bipolar)
-            t_name = add_param(self.block, self.scope, f"{base}.thresholds", th)
-            self.items.append(OpSpec(
-                "multi_threshold", {"X": [acc], "Thresholds": [t_name]}, {"Out": [outq]},
-                {"bits": obits, "signed": okind != "unsigned", "bipolar": bipolar,
-                 "out_bias": 0 if bipolar else lo, "out_scale": float(s_out)}))
-        else:
-            m_name = add_param(self.block, self.scope, f"{base}.multiplier", m_arr)
-            n_name = add_param(self.block, self.scope, f"{base}.shift", n_arr)
-            self.items.append(OpSpec(
-                "requantize", {"X": [acc], "Multiplier": [m_name], "Shift": [n_name]},
-                {"Out": [outq]},
-                {"relu": use_relu, "bits": obits, "signed": okind != "unsigned",
-                 "bipolar": bipolar, "out_scale": float(s_out),
-                 "in_scale": [float(v) for v in acc_step]}))
+        self.items.append(output_quantiser(
+            self.block, self.scope, base, acc, outq, (obits, okind), use_relu, m_arr, n_arr,
+            s_out, self.thresholds,
+            {"relu": use_relu, "bits": obits, "signed": okind != "unsigned",
+             "bipolar": bipolar, "out_scale": float(s_out),
+             "in_scale": [float(v) for v in acc_step]}))
         self.ints[out_float] = _Grid(outq, s_out, obits, okind)
 
     def emit_passthrough(self, op: Operator) -> None:

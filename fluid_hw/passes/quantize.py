@@ -228,6 +228,31 @@ def requant_params(multiplier: float) -> tuple[int, int]:
     return m, n
 
 
+def output_quantiser(block: Block, store: ParamStore, base: str, acc: str, outq: str,
+                     fmt: tuple[int, str], relu: bool, m_arr: np.ndarray, n_arr: np.ndarray,
+                     s_out: np.float32, thresholds: bool,
+                     requant_attrs: dict[str, Any]) -> OpSpec:
+    """The op turning accumulator ``acc`` into the output integers ``outq``: with
+    ``thresholds`` and 1-4 bits, the ``multi_threshold`` giving the integers
+    ``requantize`` would (:func:`.precision.requant_thresholds`), else ``requantize``
+    with ``requant_attrs``; its parameters are named after ``base``."""
+    bits, kind = fmt
+    if thresholds and bits <= 4:
+        bipolar = kind == "bipolar"
+        lo, hi = int_range(bits, kind)
+        lo = max(lo, 0) if relu else lo
+        th = requant_thresholds(m_arr, n_arr, lo, hi, bipolar)
+        t_name = add_param(block, store, f"{base}.thresholds", th)
+        return OpSpec(
+            "multi_threshold", {"X": [acc], "Thresholds": [t_name]}, {"Out": [outq]},
+            {"bits": bits, "signed": kind != "unsigned", "bipolar": bipolar,
+             "out_bias": 0 if bipolar else lo, "out_scale": float(s_out)})
+    m_name = add_param(block, store, f"{base}.multiplier", m_arr)
+    n_name = add_param(block, store, f"{base}.shift", n_arr)
+    return OpSpec("requantize", {"X": [acc], "Multiplier": [m_name], "Shift": [n_name]},
+                  {"Out": [outq]}, requant_attrs)
+
+
 def _f32(x: Any) -> np.ndarray:
     return np.asarray(x, np.float32)
 
@@ -658,28 +683,14 @@ class _Quantizer:
         ``QuantConfig(thresholds=True)`` and 1-4 bits) the ``multi_threshold`` giving the
         same integers (:func:`.precision.requant_thresholds`)."""
         bits, kind = fmt
-        bipolar = kind == "bipolar"
-        if self.cfg.thresholds and bits <= 4:
-            lo, hi = int_range(bits, kind)
-            lo = max(lo, 0) if relu else lo
-            th = requant_thresholds(m_arr, n_arr, lo, hi, bipolar)
-            t_name = add_param(self.block, self.scope, f"{out}.thresholds", th)
-            self.items.append(OpSpec(
-                "multi_threshold", {"X": [acc], "Thresholds": [t_name]}, {"Out": [outq]},
-                {"bits": bits, "signed": kind != "unsigned", "bipolar": bipolar,
-                 "out_bias": 0 if bipolar else lo, "out_scale": float(s_out)}))
-            return
-        m_name = add_param(self.block, self.scope, f"{out}.multiplier", m_arr)
-        n_name = add_param(self.block, self.scope, f"{out}.shift", n_arr)
         attrs: dict[str, Any] = {"relu": relu, "bits": bits, "out_scale": float(s_out),
                                  "in_scale": [float(v) for v in acc_scale]}
         if kind == "unsigned":
             attrs["signed"] = False
-        if bipolar:
+        if kind == "bipolar":
             attrs["bipolar"] = True
-        self.items.append(OpSpec(
-            "requantize", {"X": [acc], "Multiplier": [m_name], "Shift": [n_name]},
-            {"Out": [outq]}, attrs))
+        self.items.append(output_quantiser(self.block, self.scope, out, acc, outq, fmt, relu,
+                                           m_arr, n_arr, s_out, self.cfg.thresholds, attrs))
 
     def emit_passthrough(self, op: Operator) -> None:
         x = op.input("X")[0]
