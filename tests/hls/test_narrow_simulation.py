@@ -11,28 +11,20 @@ import numpy as np
 import pytest
 
 import fluid_hw as fluid
-from fluid_hw.backends.cpu.trainer import train
 from fluid_hw.backends.fpga import compile_program, read_report
 from fluid_hw.backends.fpga import simulate as simulate_build
-from fluid_hw.datasets import load_digits_split
 from fluid_hw.frontend import models
 from fluid_hw.hls.folding import FoldingBudget
 from fluid_hw.passes import QuantConfig
 from fluid_hw.passes.precision import Precision
+from tests.passes._util import trained_digits
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def trained_mlp():
-    xtr, xte, ytr, yte = load_digits_split(image=False)
-    m = models.digits_mlp(optimizer=fluid.optimizer.Adam(learning_rate=0.002))
-    exe = fluid.Executor()
-    scope = fluid.Scope()
-    with fluid.scope_guard(scope):
-        exe.run(m.startup)
-        train(exe, m.main, m.feed_names, m.loss, (xtr, ytr), epochs=30, batch_size=32,
-              log=None)
+    m, scope, (xtr, xte, _ytr, yte) = trained_digits("mlp")
     return m, scope, xtr[:512], xte, yte
 
 

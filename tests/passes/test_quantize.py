@@ -9,9 +9,6 @@ import numpy as np
 import pytest
 
 import fluid_hw as fluid
-from fluid_hw.backends.cpu.trainer import train
-from fluid_hw.datasets import load_digits_split
-from fluid_hw.frontend import models
 from fluid_hw.ir import dtypes
 from fluid_hw.passes import (
     QuantConfig,
@@ -21,7 +18,7 @@ from fluid_hw.passes import (
     quantized_region,
 )
 from fluid_hw.passes.quantize import requant_params
-from tests.passes._util import Net, digits, op_types, run
+from tests.passes._util import Net, digits, op_types, run, trained_digits
 
 
 def _calibration(b, n_batches=3):
@@ -276,25 +273,10 @@ def test_bad_configs_and_calls():
 # -- accuracy of the trained digits models ------------------------------------------------------
 
 
-def _trained(kind):
-    image = kind == "cnn"
-    xtr, xte, ytr, yte = load_digits_split(image=image)
-    lr = 0.003 if image else 0.002
-    m = (models.digits_cnn if image else models.digits_mlp)(
-        optimizer=fluid.optimizer.Adam(learning_rate=lr))
-    exe = fluid.Executor()
-    scope = fluid.Scope()
-    with fluid.scope_guard(scope):
-        exe.run(m.startup)
-        train(exe, m.main, m.feed_names, m.loss, (xtr, ytr), epochs=15 if image else 30,
-              batch_size=32, log=None)
-    return m, scope, (xtr, xte, ytr, yte)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["mlp", "cnn"])
 def test_int8_loses_at_most_one_point_of_accuracy(kind):
-    m, scope, (xtr, xte, _ytr, yte) = _trained(kind)
+    m, scope, (xtr, xte, _ytr, yte) = trained_digits(kind)
     exe = fluid.Executor()
     (p_float,) = exe.run(m.test_program, feed={"pixels": xte, "label": yte},
                          fetch_list=[m.prediction], scope=fluid.Scope(scope))

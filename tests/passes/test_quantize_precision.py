@@ -7,13 +7,10 @@ import numpy as np
 import pytest
 
 import fluid_hw as fluid
-from fluid_hw.backends.cpu.trainer import train
-from fluid_hw.datasets import load_digits_split
-from fluid_hw.frontend import models
 from fluid_hw.passes import QuantConfig, QuantizationError, quantization_report, quantize
 from fluid_hw.passes.precision import Precision, acc_bits, requant_thresholds
 from tests.op_harness import run_op
-from tests.passes._util import digits, run
+from tests.passes._util import digits, run, trained_digits
 
 RNG = np.random.default_rng(16)
 I32_MIN, I32_MAX = -2**31, 2**31 - 1
@@ -157,14 +154,8 @@ def test_trained_digits_mlp_at_narrow_precisions():
     Measured: float 97.5 %, w8a8 97.5, w4a4 97.8 (thresholds the same), w3a3 96.7, w2a2
     88.1 (91.1 with the 99th-percentile observer), w1a1 46.4 (a ReLU network binarised
     after training: quantisation-aware training is the way to 1 bit)."""
-    xtr, xte, ytr, yte = load_digits_split(image=False)
-    m = models.digits_mlp(optimizer=fluid.optimizer.Adam(learning_rate=0.002))
+    m, scope, (xtr, xte, _ytr, yte) = trained_digits("mlp")
     exe = fluid.Executor()
-    scope = fluid.Scope()
-    with fluid.scope_guard(scope):
-        exe.run(m.startup)
-        train(exe, m.main, m.feed_names, m.loss, (xtr, ytr), epochs=30, batch_size=32,
-              log=None)
     calib = [{"pixels": xtr[i:i + 128]} for i in range(0, 512, 128)]
 
     def accuracy(program):
