@@ -72,6 +72,28 @@ def im2sequence(input: Variable, filter_size: int | Sequence[int] = 1,
     return out
 
 
+def _row_params(layer: str, op_type: str, input: Variable, rows: int, param_attr: Any,
+                bias_attr: Any, name: str | None
+                ) -> tuple[LayerHelper, Variable, Variable | None]:
+    """For a layer scoring ``input`` [N, D] (D known) against ``rows`` rows of weights:
+    the ``op_type`` helper, the weight [rows, D] and, unless ``bias_attr`` is False, the
+    bias [rows, 1]."""
+    d = input.shape[-1]
+    if len(input.shape) != 2 or d is None or d <= 0:
+        raise ShapeError(f"{layer}: input {input.name!r} must be [N, D] with D known, got "
+                         f"{list(input.shape)}")
+    helper = LayerHelper(op_type, name=name)
+    pa = ParamAttr.to_attr(param_attr)
+    assert isinstance(pa, ParamAttr)
+    w = helper.create_parameter(pa, [rows, d], input.dtype_name)
+    bias = None
+    if bias_attr is not False:
+        ba = ParamAttr.to_attr(bias_attr)
+        assert isinstance(ba, ParamAttr)
+        bias = helper.create_parameter(ba, [rows, 1], input.dtype_name, is_bias=True)
+    return helper, w, bias
+
+
 def hsigmoid(input: Variable, label: Variable, num_classes: int, param_attr: Any = None,
              bias_attr: Any = None, name: str | None = None, path_table: Any = None,
              path_code: Any = None, is_custom: bool = False, is_sparse: bool = False
@@ -82,20 +104,11 @@ def hsigmoid(input: Variable, label: Variable, num_classes: int, param_attr: Any
         raise ValueError("hsigmoid: custom trees (path_table / path_code) are not supported")
     if num_classes < 2:
         raise ValueError(f"hsigmoid: num_classes must be >= 2, got {num_classes}")
-    d = input.shape[-1]
-    if len(input.shape) != 2 or d is None or d <= 0:
-        raise ShapeError(f"hsigmoid: input {input.name!r} must be [N, D] with D known, got "
-                         f"{list(input.shape)}")
-    helper = LayerHelper("hierarchical_sigmoid", name=name)
-    pa = ParamAttr.to_attr(param_attr)
-    assert isinstance(pa, ParamAttr)
-    w = helper.create_parameter(pa, [num_classes - 1, d], input.dtype_name)
+    helper, w, bias = _row_params("hsigmoid", "hierarchical_sigmoid", input, num_classes - 1,
+                                  param_attr, bias_attr, name)
     ins: dict[str, Any] = {"X": input, "W": w, "Label": label}
-    if bias_attr is not False:
-        ba = ParamAttr.to_attr(bias_attr)
-        assert isinstance(ba, ParamAttr)
-        ins["Bias"] = helper.create_parameter(ba, [num_classes - 1, 1], input.dtype_name,
-                                              is_bias=True)
+    if bias is not None:
+        ins["Bias"] = bias
     out = helper.create_variable_for_type_inference(input.dtype)
     pre = helper.create_variable_for_type_inference(input.dtype)
     helper.append_op("hierarchical_sigmoid", ins, {"Out": out, "PreOut": pre},
@@ -179,20 +192,11 @@ def nce(input: Variable, label: Variable, num_total_classes: int,
     if (sampler == "custom_dist") != (custom_dist is not None):
         raise ValueError("nce: custom_dist (the class probabilities) goes with "
                          "sampler='custom_dist' only")
-    d = input.shape[-1]
-    if len(input.shape) != 2 or d is None or d <= 0:
-        raise ShapeError(f"nce: input {input.name!r} must be [N, D] with D known, got "
-                         f"{list(input.shape)}")
-    helper = LayerHelper("nce", name=name)
-    pa = ParamAttr.to_attr(param_attr)
-    assert isinstance(pa, ParamAttr)
-    w = helper.create_parameter(pa, [num_total_classes, d], input.dtype_name)
+    helper, w, bias = _row_params("nce", "nce", input, num_total_classes, param_attr,
+                                  bias_attr, name)
     ins: dict[str, Any] = {"Input": input, "Label": label, "Weight": w}
-    if bias_attr is not False:
-        ba = ParamAttr.to_attr(bias_attr)
-        assert isinstance(ba, ParamAttr)
-        ins["Bias"] = helper.create_parameter(ba, [num_total_classes, 1], input.dtype_name,
-                                              is_bias=True)
+    if bias is not None:
+        ins["Bias"] = bias
     if sample_weight is not None:
         ins["SampleWeight"] = sample_weight
     if custom_dist is not None:
