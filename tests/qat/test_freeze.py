@@ -26,6 +26,20 @@ def _train(m_main, m_startup, loss, feed_of, steps=40):
     return scope
 
 
+def _trained_mlp(precision, steps=10):
+    """The digits MLP with fake quantisers at ``precision`` (``build``) after ``steps``
+    SGD steps (lr 0.05) on 32-image batches: the model, its QAT program and the scope."""
+    m, q = build(precision)
+    with fluid.program_guard(m.main, m.startup):
+        fluid.optimizer.SGD(learning_rate=0.05).minimize(m.loss)
+
+    def feed(i):
+        sl = slice(32 * i, 32 * i + 32)
+        return {"pixels": XTR[sl], "label": YTR[sl]}
+
+    return m, q, _train(m.main, m.startup, m.loss, feed, steps=steps)
+
+
 def test_frozen_small_cnn_matches_the_fake_quantised_program():
     main, startup = fluid.Program(), fluid.Program()
     main.random_seed = startup.random_seed = 3
@@ -69,15 +83,7 @@ def test_frozen_small_cnn_matches_the_fake_quantised_program():
 def test_integer_values_are_the_fake_quantisers_integers():
     """The frozen input quantiser gives exactly the fake quantiser's integers; weights,
     bias, multiplier and shift follow docs/qat.md's formulas."""
-    m, q = build(Precision(3, 3))
-    with fluid.program_guard(m.main, m.startup):
-        fluid.optimizer.SGD(learning_rate=0.05).minimize(m.loss)
-
-    def feed(i):
-        sl = slice(32 * i, 32 * i + 32)
-        return {"pixels": XTR[sl], "label": YTR[sl]}
-
-    scope = _train(m.main, m.startup, m.loss, feed, steps=10)
+    m, q, scope = _trained_mlp(Precision(3, 3))
     frozen = freeze(q.test_program, scope, feed_names=["pixels"],
                     fetch_names=[m.prediction.name])
     ops = frozen.global_block().ops
@@ -112,15 +118,7 @@ def test_integer_values_are_the_fake_quantisers_integers():
 def test_a_saved_qat_inference_model_freezes_after_loading(tmp_path):
     """save_inference_model keeps the quantisers and their scales; the loaded model
     freezes to the same integer program results."""
-    m, q = build(Precision(4, 4))
-    with fluid.program_guard(m.main, m.startup):
-        fluid.optimizer.SGD(learning_rate=0.05).minimize(m.loss)
-
-    def feed(i):
-        sl = slice(32 * i, 32 * i + 32)
-        return {"pixels": XTR[sl], "label": YTR[sl]}
-
-    scope = _train(m.main, m.startup, m.loss, feed, steps=10)
+    m, q, scope = _trained_mlp(Precision(4, 4))
     exe = fluid.Executor()
     with fluid.scope_guard(scope):
         fluid.io.save_inference_model(str(tmp_path / "qat"), ["pixels"], [m.prediction], exe,
