@@ -19,7 +19,8 @@ out, under ``/v1``:
 Every request carries ``Authorization: Bearer TOKEN`` (the master's
 ``FLUID_HW_TOKEN`` or token file, compared in constant time): none is 401,
 another 403.  A request body over ``max_upload`` bytes is refused (413) from
-its ``Content-Length``, before it is read; uploads are validated whole
+its ``Content-Length``, before it is read (the body is then read and dropped, up
+to ``DRAIN_FACTOR`` times the limit, so the client gets the reply); uploads are validated whole
 (:func:`.jobstore.validate`: no path may leave the job's folder, no pickle --
 files are bytes, the rest JSON) before anything is written, and a job's folder
 appears only complete (:class:`.jobstore.JobStore`).  Submissions run
@@ -54,6 +55,10 @@ TOKEN_FILE_ENV = "FLUID_HW_TOKEN_FILE"
 MIN_TOKEN_CHARS = 16
 #: largest piece of a log one request returns
 LOG_CHUNK = 1 << 20
+#: a refused upload's body is read and dropped up to this many times max_upload,
+#: for at most DRAIN_SECONDS, so the client sees the 413 instead of a reset
+DRAIN_FACTOR = 4
+DRAIN_SECONDS = 10.0
 FINAL = ("succeeded", "failed", "cancelled", "lost")
 
 
@@ -162,6 +167,7 @@ def _check_program(files: Path, rec: dict[str, Any]) -> None:
 def _handler(master: Master) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "fluid-hw-master/1"
+        _body_read = False
 
         def log_message(self, format: str, *args: Any) -> None:
             sys.stderr.write(f"fluid-hw master: {self.address_string()} {format % args}\n")
@@ -177,6 +183,25 @@ def _handler(master: Master) -> type[BaseHTTPRequestHandler]:
         def _error(self, code: int, msg: str) -> None:
             self.close_connection = True
             self._send(code, {"error": msg})
+            self._discard_body()
+
+        def _discard_body(self) -> None:
+            """Read and drop a refused request's unread body (never stored), so that
+            the client, still sending, gets the reply instead of a reset connection;
+            a body declared over DRAIN_FACTOR x max_upload is not waited for."""
+            raw = self.headers.get("Content-Length", "")
+            left = int(raw) if raw.isdigit() and not self._body_read else 0
+            if left > DRAIN_FACTOR * master.max_upload:
+                return
+            try:
+                self.connection.settimeout(DRAIN_SECONDS)
+                while left > 0:
+                    chunk = self.rfile.read(min(left, 1 << 16))
+                    if not chunk:
+                        break
+                    left -= len(chunk)
+            except OSError:
+                pass
 
         def _authorised(self) -> bool:
             auth = self.headers.get("Authorization", "")
@@ -235,6 +260,7 @@ def _handler(master: Master) -> type[BaseHTTPRequestHandler]:
             return int(raw)
 
         def _body(self, n: int) -> Any:
+            self._body_read = True
             try:
                 return json.loads(self.rfile.read(n))
             except (json.JSONDecodeError, UnicodeDecodeError) as e:
