@@ -9,6 +9,7 @@ import os
 from collections.abc import Sequence
 
 from .backends.cpu import CPUPlace, CUDAPlace
+from .errors import EOFException
 from .inference import (
     AnalysisConfig,
     NativeConfig,
@@ -19,7 +20,7 @@ from .inference import (
 from .ir.lod import LoDTensor
 from .ir.scope import Scope
 
-__all__ = ["AnalysisConfig", "CPUPlace", "CUDAPlace", "LoDTensor", "NativeConfig",
+__all__ = ["AnalysisConfig", "CPUPlace", "CUDAPlace", "EOFException", "LoDTensor", "NativeConfig",
            "PaddlePredictor", "PaddleTensor", "Scope", "cpu_places", "create_paddle_predictor",
            "cuda_places", "is_compiled_with_cuda"]
 

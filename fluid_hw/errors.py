@@ -132,6 +132,11 @@ class FeedError(FluidError):
     """A value fed to :meth:`Executor.run` does not match its variable."""
 
 
+class EOFException(FeedError):
+    """The ``py_reader`` feeding a run is exhausted: ``reader.reset()``, then
+    ``start()`` for the next pass (Fluid's ``fluid.core.EOFException``)."""
+
+
 class ComposeNotAligned(FeedError, ValueError):
     """``paddle.reader.compose``: the composed readers ended at different lengths."""
 

@@ -29,9 +29,11 @@ from ..ir.lod import LoDTensor
 from ..ir.program import Program, Variable, VarType
 from ..ir.prune import prune
 from ..ir.scope import Scope, global_scope
+from .readers import PyReader
 
 __all__ = [
-    "MODEL_FILENAME", "atomic_write", "get_program_persistable_vars", "load_inference_model",
+    "MODEL_FILENAME", "PyReader", "atomic_write", "get_program_persistable_vars",
+    "load_inference_model",
     "load_params", "load_persistables", "load_program", "load_vars", "save_inference_model",
     "save_params", "save_persistables", "save_program", "save_vars",
 ]

@@ -696,6 +696,8 @@ class Program:
         p._param_extras = copy.deepcopy(self._param_extras)
         for attr in DISTRIBUTED_ATTRS:
             setattr(p, attr, copy.copy(getattr(self, attr)))
+        if "_py_readers" in self.__dict__:  # the clone reads from the same py_readers
+            p.__dict__["_py_readers"] = list(self.__dict__["_py_readers"])
         if for_test:
             for b in p.blocks:
                 for op in b.ops:

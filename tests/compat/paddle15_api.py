@@ -88,8 +88,8 @@ contrib dygraph
 
 _DETECTION = ("detection-specific op (SSD / YOLO / Faster R-CNN box, anchor and proposal "
               "handling); out of fluid-hw's scope, as issue 20 allows")
-_READER = ("in-graph reader op: fluid-hw feeds data through Executor.run(feed=...) and "
-           "fluid.DataFeeder, with no reader variables or reader ops")
+_READER = ("file / preprocessing reader op: fluid-hw reads through fluid.layers.py_reader, "
+           "fluid.io.PyReader, Executor.run(feed=...) and fluid.DataFeeder")
 
 #: why each Paddle 1.5 name fluid-hw does not provide is missing
 REASONS: dict[str, str] = {
@@ -99,9 +99,8 @@ REASONS: dict[str, str] = {
        generate_mask_labels iou_similarity box_coder polygon_box_transform yolov3_loss yolo_box
        box_clip multiclass_nms distribute_fpn_proposals box_decoder_and_assign
        collect_fpn_proposals roi_pool roi_align psroi_pool""")},
-    **{n: _READER for n in _names("""open_files read_file shuffle batch double_buffer
-       random_data_generator py_reader create_py_reader_by_data Preprocessor""")},
-    "PyReader": _READER,
+    **{n: _READER for n in _names("""open_files shuffle batch random_data_generator
+       Preprocessor""")},
     "dynamic_lstmp": "LSTM with a projection layer: not implemented (dynamic_lstm, lstm_unit "
                      "and dynamic_gru are)",
     "lstm": "the cuDNN LSTM layer: not implemented (dynamic_lstm and lstm_unit are)",

@@ -281,6 +281,8 @@ class Executor:
         if not isinstance(program, Program):
             raise ExecutionError(f"Executor.run expects a Program, got {type(program).__name__}")
         feed = dict(feed or {})
+        for reader in getattr(program, "_py_readers", ()):  # fluid.layers.py_reader
+            feed.update(reader._next_feed(feed))
         fetch_names = [target_name(f) for f in (fetch_list or [])]
         if scope is None:
             scope = global_scope()

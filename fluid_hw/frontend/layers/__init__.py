@@ -1,5 +1,11 @@
 """Fluid-style layer functions: each appends ops to the current program."""
 
+from ..readers import (
+    create_py_reader_by_data,
+    double_buffer,
+    py_reader,
+    read_file,
+)
 from . import (
     activation_more,
     control_flow,
@@ -52,4 +58,5 @@ __all__ = [*io.__all__, *nn.__all__, *math_ops.__all__, *tensor.__all__,
            *decoding.__all__, *lod_meta.__all__, *tensor_more.__all__,
            *loss_more.__all__, *nn_more.__all__, *sequence_more.__all__,
            *misc_more.__all__, *resize_more.__all__, *conv_more.__all__,
-           *fluid_compat_more.__all__]
+           *fluid_compat_more.__all__, "py_reader", "create_py_reader_by_data",
+           "read_file", "double_buffer"]
