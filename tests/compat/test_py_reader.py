@@ -139,3 +139,20 @@ def test_a_clone_reads_from_the_same_reader(fresh):
     assert float(exe.run(test, fetch_list=[y.name])[0]) == 4.0
     with pytest.raises(fluid.core.EOFException):
         exe.run(test, fetch_list=[y.name])
+
+
+def test_sample_generator_and_compiled_program(fresh):
+    main, startup, _ = fresh
+    x = fluid.layers.data(name="x", shape=[2])
+    y = fluid.layers.reduce_sum(x)
+    reader = fluid.io.PyReader(feed_list=[x], capacity=2, iterable=False)
+    reader.decorate_sample_generator(lambda: ((np.full(2, i, "float32"),) for i in range(5)),
+                                     batch_size=2)  # drop_last: batches [0, 1], [2, 3]
+    compiled = fluid.CompiledProgram(main)
+    exe = fluid.Executor()
+    exe.run(startup)
+    reader.start()
+    got = [float(exe.run(compiled, fetch_list=[y])[0]) for _ in range(2)]
+    assert got == [2.0, 10.0]
+    with pytest.raises(fluid.core.EOFException):
+        exe.run(compiled, fetch_list=[y])

@@ -274,6 +274,11 @@ class Executor:
         """
         if program is None:
             program = default_main_program()
+        readers = getattr(getattr(program, "_program", program), "_py_readers", ())
+        if readers and (feed is None or isinstance(feed, Mapping)):  # fluid.layers.py_reader
+            feed = dict(feed or {})
+            for reader in readers:
+                feed.update(reader._next_feed(feed))
         runner = getattr(program, "_run_with", None)
         if runner is not None:  # e.g. a CompiledProgram (data parallel)
             return runner(self, feed=feed, fetch_list=fetch_list, scope=scope,
@@ -281,8 +286,6 @@ class Executor:
         if not isinstance(program, Program):
             raise ExecutionError(f"Executor.run expects a Program, got {type(program).__name__}")
         feed = dict(feed or {})
-        for reader in getattr(program, "_py_readers", ()):  # fluid.layers.py_reader
-            feed.update(reader._next_feed(feed))
         fetch_names = [target_name(f) for f in (fetch_list or [])]
         if scope is None:
             scope = global_scope()
