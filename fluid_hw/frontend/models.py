@@ -8,9 +8,9 @@ zero-argument factory is called inside the model's program guard, so that the
 optimizer can build its learning-rate schedule (``layers.exponential_decay`` ...) there;
 ``model.test_program`` is the inference clone taken before the backward pass.
 
-The digits models are here; MLPerf Tiny's ``resnet8``, ``ds_cnn`` and
-``fc_autoencoder`` (with ``AutoencoderModel``, ``macs`` and ``parameter_count``) live in
-:mod:`fluid_hw.frontend.tiny_models` and are importable from here too.
+The digits models, LeNet-5 and hls4ml's jet-tagging MLP are here; MLPerf Tiny's
+``resnet8``, ``ds_cnn`` and ``fc_autoencoder`` (with ``AutoencoderModel``, ``macs`` and
+``parameter_count``) live in :mod:`fluid_hw.frontend.tiny_models` and are importable from here too.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # at run time through __getattr__ below
     )
 
 __all__ = ["AutoencoderModel", "Model", "digits_cnn", "digits_mlp", "ds_cnn", "fc_autoencoder",
-           "macs", "parameter_count", "resnet8"]
+           "jet_mlp", "lenet5", "macs", "parameter_count", "resnet8"]
 
 
 @dataclass
@@ -98,6 +98,41 @@ def digits_cnn(channels: tuple[int, int] = (16, 32), seed: int = 1,
             h = layers.pool2d(h, pool_size=2, pool_type="max", pool_stride=2)
         logits = layers.fc(h, size=10)
         return _finish(main, startup, image, label, logits, optimizer)
+
+
+def lenet5(num_classes: int = 10, seed: int = 1, optimizer: Any = None) -> Model:
+    """LeNet-5 on 1x28x28 images, with ReLU and max pooling: conv 6@5x5 pad 2 - max
+    pool 2 - conv 16@5x5 - max pool 2 - fc 120 - fc 84 - fc ``num_classes`` (every
+    layer with a bias; ReLU after all but the last).  416,520 MACs."""
+    main, startup = Program(), Program()
+    main.random_seed = startup.random_seed = seed
+    with program_guard(main, startup), unique_name.guard():
+        image = layers.data(name="image", shape=[1, 28, 28], dtype="float32")
+        label = layers.data(name="label", shape=[1], dtype="int64")
+        h = image
+        for c, pad in ((6, 2), (16, 0)):
+            h = layers.conv2d(h, num_filters=c, filter_size=5, padding=pad, act="relu")
+            h = layers.pool2d(h, pool_size=2, pool_type="max", pool_stride=2)
+        for n in (120, 84):
+            h = layers.fc(h, size=n, act="relu")
+        logits = layers.fc(h, size=num_classes)
+        return _finish(main, startup, image, label, logits, optimizer)
+
+
+def jet_mlp(hidden: tuple[int, ...] = (64, 32, 32), features: int = 16, num_classes: int = 5,
+            seed: int = 1, optimizer: Any = None) -> Model:
+    """hls4ml's jet-tagging MLP: 16 features - 64 - 32 - 32 (ReLU) - 5 classes (the
+    softmax is the host's when compiled for the FPGA).  4,256 MACs."""
+    main, startup = Program(), Program()
+    main.random_seed = startup.random_seed = seed
+    with program_guard(main, startup), unique_name.guard():
+        x = layers.data(name="features", shape=[features], dtype="float32")
+        label = layers.data(name="label", shape=[1], dtype="int64")
+        h = x
+        for n in hidden:
+            h = layers.fc(h, size=n, act="relu")
+        logits = layers.fc(h, size=num_classes)
+        return _finish(main, startup, x, label, logits, optimizer)
 
 
 _TINY = ("AutoencoderModel", "resnet8", "ds_cnn", "fc_autoencoder", "macs",
