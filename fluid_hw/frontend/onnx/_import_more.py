@@ -382,20 +382,11 @@ def _lp_norm(ctx: NodeCtx) -> None:
 
 def _lp_pool(ctx: NodeCtx) -> None:
     """(sum over the window of |x|^p)^(1/p), the pads adding nothing."""
-    from ._import_ops import _ints_attr
+    from ._import_ops import pool_window
     from ._import_pool import pool_taps
 
     dt = _float(ctx)
-    rank = ctx.rank(0)
-    if rank < 3:
-        ctx.fail(f"input of rank {rank}; LpPool needs [N, C, spatial...]")
-    n = rank - 2
-    kernel = _ints_attr(ctx, "kernel_shape", n, 0)
-    strides = _ints_attr(ctx, "strides", n, 1)
-    dil = _ints_attr(ctx, "dilations", n, 1)
-    for name, vals in (("kernel_shape", kernel), ("strides", strides), ("dilations", dil)):
-        if any(v < 1 for v in vals):
-            ctx.fail(f"attribute {name}={vals}: every entry must be >= 1")
+    n, kernel, strides, dil = pool_window(ctx, "LpPool")
     p = float(ctx.attr("p", 2))
     if p <= 0:
         ctx.fail(f"attribute p={p}: must be > 0")

@@ -356,6 +356,23 @@ def _ints_attr(ctx: NodeCtx, name: str, n: int, default: int) -> list[int]:
     return out
 
 
+def pool_window(ctx: NodeCtx, what: str) -> tuple[int, list[int], list[int], list[int]]:
+    """A pooling node's spatial rank and its kernel_shape, strides and dilations (each
+    entry >= 1); ``what`` names the node kind in the rank error."""
+    rank = ctx.rank(0)
+    if rank < 3:
+        ctx.fail(f"input of rank {rank}; {what} needs [N, C, spatial...]")
+    n = rank - 2
+    kernel = _ints_attr(ctx, "kernel_shape", n, 0)
+    strides = _ints_attr(ctx, "strides", n, 1)
+    dilations = _ints_attr(ctx, "dilations", n, 1)
+    for name, vals in (("kernel_shape", kernel), ("strides", strides),
+                       ("dilations", dilations)):
+        if any(v < 1 for v in vals):
+            ctx.fail(f"attribute {name}={vals}: every entry must be >= 1")
+    return n, kernel, strides, dilations
+
+
 def _explicit_pads(ctx: NodeCtx, in_hw: Sequence[int], kernel: Sequence[int],
                    strides: Sequence[int], dilations: Sequence[int], n: int
                    ) -> tuple[list[int] | None, str]:
@@ -455,17 +472,7 @@ def _onnx_pool_out(size: int, k: int, s: int, pb: int, pe: int, ceil: bool) -> i
 
 def _pool(kind: str) -> Converter:
     def conv(ctx: NodeCtx) -> None:
-        rank = ctx.rank(0)
-        if rank < 3:
-            ctx.fail(f"input of rank {rank}; pooling needs [N, C, spatial...]")
-        n = rank - 2
-        kernel = _ints_attr(ctx, "kernel_shape", n, 0)
-        strides = _ints_attr(ctx, "strides", n, 1)
-        dilations = _ints_attr(ctx, "dilations", n, 1)
-        for name, vals in (("kernel_shape", kernel), ("strides", strides),
-                           ("dilations", dilations)):
-            if any(v < 1 for v in vals):
-                ctx.fail(f"attribute {name}={vals}: every entry must be >= 1")
+        n, kernel, strides, dilations = pool_window(ctx, "pooling")
         if n > 2 or any(d != 1 for d in dilations) or ctx.wants(1):
             # 3-D windows, dilations, MaxPool's Indices: window taps
             from ._import_pool import pool_taps
