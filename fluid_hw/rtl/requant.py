@@ -41,13 +41,52 @@ from ._util import Component, HardwareConfigError, as_int_array, ceil_log2
 from .stream import CreditQueue, credit_depth
 
 __all__ = ["RequantPipe", "Requantiser", "requantize_model", "requant_entries",
-           "threshold_entries",
+           "threshold_entries", "requant_units", "requant_steps", "requant_latency",
+           "requant_param_depth",
            "PARAM_ENTRY_BITS", "REQUANT_LATENCY", "BIAS_ONLY_LATENCY"]
 
 PARAM_ENTRY_BITS = 54
-#: pipeline depth of :class:`RequantPipe` with and without requantisation
+#: pipeline depth of :class:`RequantPipe` with and without requantisation (one
+#: physical lane per channel lane; a shared pipe adds ``steps - 1``, :func:`requant_latency`)
 REQUANT_LATENCY = 11
 BIAS_ONLY_LATENCY = 3
+
+
+def requant_steps(lanes: int, units: int) -> int:
+    """Cycles a pipe of ``units`` physical requantiser lanes takes to feed a group of
+    ``lanes`` results through them: ``ceil(lanes / units)``."""
+    return -(-lanes // max(1, min(units, lanes)))
+
+
+def requant_units(lanes: int, period: int, multipliers: bool = True) -> int:
+    """Physical requantiser lanes (two ``MULT18X18D`` each) for ``lanes`` results that
+    arrive together at most once every ``period`` cycles: the fewest that take a group
+    through in ``period`` cycles or less, ``ceil(lanes / period)`` (then as few as the
+    same number of steps needs).  ``multipliers=False`` (a threshold or bias-only pipe:
+    nothing to share) gives ``lanes``."""
+    if not multipliers or period <= 1:
+        return lanes
+    steps = requant_steps(lanes, -(-lanes // period))
+    return -(-lanes // steps)
+
+
+def requant_latency(lanes: int, units: int, requantize: bool = True) -> int:
+    """Cycles from ``i_valid`` to ``o_valid`` of a :class:`RequantPipe` of ``lanes``
+    channel lanes over ``units`` physical lanes (``units`` as :func:`requant_units`
+    gives it: ``lanes`` for threshold and bias-only pipes): the last slice of a group
+    enters ``steps - 1`` cycles after the first."""
+    if not requantize:
+        return BIAS_ONLY_LATENCY
+    return REQUANT_LATENCY + requant_steps(lanes, units) - 1
+
+
+def requant_param_depth(lanes: int, units: int, groups: int) -> int:
+    """Entries of each physical lane's parameter memory (``units`` of them, of
+    :data:`PARAM_ENTRY_BITS`; threshold pipes are never shared): ``groups`` unshared,
+    else ``groups`` blocks of ``2^ceil(log2 steps)`` entries (entry ``g * 2^b + t``
+    holds channel ``g * lanes + t * units + u`` of physical lane ``u``)."""
+    steps = requant_steps(lanes, units)
+    return groups if steps == 1 else groups << ceil_log2(steps)
 
 
 def requantize_model(acc: ArrayLike, bias: ArrayLike | None, multiplier: ArrayLike | None,
