@@ -1,0 +1,75 @@
+"""``benchmarks/bench_accelerators.py`` on its smallest model (hls4ml's jet-tagging MLP,
+4,256 MACs) without the bitstream: compiled for the ULX3S-85F, simulated in Verilator
+bit for bit, and its figures checked against each other and the build's report
+(throughput = clock / II, the bound = 156 DSPs x clock / MACs, latency = cycles /
+clock), the clock marked as assumed; and the bitstream cache key follows the design
+and the place-and-route options."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from fluid_hw.backends.fpga import read_report
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_accelerators",
+                                                  ROOT / "benchmarks/bench_accelerators.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.slow
+def test_jet_mlp_simulated(tmp_path, capsys):
+    bench = _bench()
+    rc = bench.main(["--model", "jet_mlp", "--no-bitstream", "--inputs", "8",
+                     "--out", str(tmp_path)])
+    assert rc == 0
+    out = capsys.readouterr().out
+    results = json.loads((tmp_path / "results.json").read_text())
+    r = results["jet_mlp"]
+    report = read_report(tmp_path / "jet_mlp" / "build")
+    meas = report["measured"]
+    # measured cycles from the simulation, bit-exact, at the target clock (assumed)
+    assert r["bit_exact"] is True and report["bit_exact"] is True and r["inputs"] == 8
+    assert r["initiation_interval"] == meas["initiation_interval"] > 0
+    assert r["latency_cycles"] == meas["latency_cycles"] > r["initiation_interval"]
+    assert r["fmax_mhz"] == report["clock_mhz"] and "assumed" in r["clock_how"]
+    assert r["throughput_per_s"] == pytest.approx(r["fmax_mhz"] * 1e6 /
+                                                  r["initiation_interval"])
+    assert r["latency_us"] == pytest.approx(r["latency_cycles"] / r["fmax_mhz"])
+    assert r["macs_per_inference"] == r["hardware_macs_per_inference"] == 4256
+    assert r["dsp_available"] == 156
+    assert r["bound_per_s"] == pytest.approx(156 * r["fmax_mhz"] * 1e6 / 4256)
+    assert r["bound_ratio"] == pytest.approx(r["throughput_per_s"] / r["bound_per_s"])
+    # efficiency over the multipliers the folding instantiates
+    assert r["multipliers"] == sum(int(p) * int(s) for p, s in
+                                   (f.split("x") for f in r["folding"].values()))
+    assert r["efficiency"] == pytest.approx(4256 / (r["multipliers"] *
+                                                    r["initiation_interval"]))
+    assert r["resources_how"] == "estimate" and r["pnr_s"] is None
+    assert r["goal_met"] == (r["latency_us"] <= 1.5)
+    assert r["commit"] and r["measured_at"]
+    # the table row says the clock is assumed and the resources estimated
+    row = next(line for line in out.splitlines() if line.startswith("| jet_mlp"))
+    assert "(assumed)" in row and "(est.)" in row and "| True |" in row
+
+    # the bitstream cache key: stable, and it follows the design and the options
+    build = tmp_path / "jet_mlp" / "build"
+    opts = bench.BenchOptions(out=tmp_path)
+    versions = {"yosys": "1", "nextpnr-ecp5": "2", "ecppack": "3"}
+    key = bench.bitstream_key(build, opts, versions)
+    assert key == bench.bitstream_key(build, opts, versions)
+    assert key != bench.bitstream_key(build, bench.BenchOptions(out=tmp_path,
+                                                                placer="heap"), versions)
+    assert key != bench.bitstream_key(build, opts, {**versions, "nextpnr-ecp5": "2.1"})
