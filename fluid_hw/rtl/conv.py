@@ -1,6 +1,10 @@
 """Convolution unit: sliding-window generator -> lane converter -> MVAU.
 
-Input: an int8 image in HWC order, beats of ``gcd(C, simd)`` channels.  Output: the
+Input: an int8 image in HWC order, beats of ``gcd(C, simd)`` channels.  The window
+generator is :class:`~.swg.SlidingWindow` (``gcd(C, simd)`` elements a cycle, widened to
+``simd`` lanes), or for a thin input where that is slower (:func:`~.swg_wide.use_wide_window`:
+fewer channels than ``simd``) :class:`~.swg_wide.WideWindow`, which gives ``simd``
+elements a cycle itself.  Output: the
 ``M x OH x OW`` result in HWC order, beats of ``pe`` channels (int8 after
 requantisation, int32 without).  The MVAU matrix is the filter ``[M, C, kh, kw]``
 rearranged to ``[M, (ky * kw + kx) * C + c]``, matching the window order ``"kkc"``.
@@ -22,6 +26,7 @@ from .mvau import MVAU
 from .requant import requantize_model
 from .stream import WidthConverter
 from .swg import SlidingWindow, WindowGeometry, swg_model
+from .swg_wide import WideWindow, use_wide_window
 
 __all__ = ["ConvUnit", "conv2d_model"]
 
@@ -48,10 +53,15 @@ class ConvUnit(Component):
                  simd: int, **mvau_kwargs: Any) -> None:
         self.name, self.geom = name, geom
         self.lanes = gcd(geom.channels, simd)
-        self.swg = SlidingWindow(name, geom, self.lanes, order="kkc", pad_value=0)
+        self.wide = use_wide_window(geom, simd)
+        self.swg: SlidingWindow | WideWindow
+        if self.wide:
+            self.swg = WideWindow(name, geom, self.lanes, simd, pad_value=0)
+        else:
+            self.swg = SlidingWindow(name, geom, self.lanes, order="kkc", pad_value=0)
         self.mvau = MVAU(name, geom.window_size, out_channels, pe, simd,
                          **mvau_kwargs)
-        self.conv = WidthConverter(8, self.lanes, simd)
+        self.conv = WidthConverter(8, simd if self.wide else self.lanes, simd)
         members: dict[str, object] = {
             "i": In(stream.Signature(8 * self.lanes)),
             "o": Out(stream.Signature(self.mvau.out_bits * pe)),

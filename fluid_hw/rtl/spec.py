@@ -636,8 +636,17 @@ class ConvSpec(_WindowMixin, _MatrixFields):
 
     @property
     def window_lanes(self) -> int:
-        """Lanes of the window generator: gcd(C, SIMD)."""
+        """Lanes of the window generator's input: gcd(C, SIMD)."""
         return gcd(self.in_shape[0], self.simd)
+
+    @property
+    def wide_window(self) -> bool:
+        """Whether the windows come from the wide generator (a thin input: fewer
+        channels than SIMD, :func:`~.swg_wide.use_wide_window`), ``simd`` elements a
+        cycle, rather than ``window_lanes``."""
+        from .swg_wide import use_wide_window
+
+        return use_wide_window(self.geometry, self.simd)
 
     def validate(self) -> None:
         self._check_window()
