@@ -300,8 +300,13 @@ def _calibrate(fp: Program, batches: Sequence[Mapping[str, np.ndarray]], cfg: Qu
     else:
         run_scope = Scope()
         run_scope.vars.update(scope)
-    obs = {n: (_MaxObserver() if cfg.observer == "max" else _PercentileObserver(cfg.percentile))
-           for n in names}
+    def make() -> _MaxObserver | _PercentileObserver:
+        return _MaxObserver() if cfg.observer == "max" else _PercentileObserver(cfg.percentile)
+
+    obs = {n: make() for n in names}
+    from .quantize_rnn import RecurrentObserver  # gate pre-activations of lstm / gru
+
+    recurrent = RecurrentObserver(fp, make)
     for b in batches:
         vals = executor.run(fp, feed={k: b[k] for k in feeds}, fetch_list=names,
                             scope=run_scope)
@@ -311,7 +316,8 @@ def _calibrate(fp: Program, batches: Sequence[Mapping[str, np.ndarray]], cfg: Qu
                 raise QuantizationError(f"calibration: variable {n!r} took a non-finite value; "
                                         "check the model and the calibration data")
             obs[n].update(arr)
-    return {n: o.value() for n, o in obs.items()}
+        recurrent.update({n: np.asarray(v) for n, v in zip(names, vals)})
+    return {**{n: o.value() for n, o in obs.items()}, **recurrent.ranges()}
 
 
 # -- planning ------------------------------------------------------------------------------
@@ -410,6 +416,9 @@ class _Quantizer:
             return True
         if op_has_category(op.type, "copy"):  # nearest_interp: its size from attributes only
             return all(not op.input(s) for s in op.input_names if s != "X")
+        if op.type == "sequence_pool":  # a row of each sequence: docs/fixed_point.md
+            return op.attr("pooltype").upper() in ("LAST", "FIRST", "MAX") and \
+                op.attr("pad_value") == 0
         if op.type not in PASSTHROUGH_OPS and not op_has_category(op.type, "layout"):
             return False
         if op.type == "pool2d":
@@ -836,6 +845,14 @@ class _Quantizer:
         layers: dict[int, _Layer] = {}
         skip: set[int] = set()
         quantised: set[int] = set()
+        # lstm / gru with the fc projecting their input: quantize_rnn
+        from .quantize_rnn import emit_recurrence, plan_recurrence
+
+        recurrences = {p.index: p for i in range(len(ops))
+                       if (p := plan_recurrence(self, i)) is not None}
+        for p in recurrences.values():
+            skip.add(p.fc_index)
+            quantised |= {p.fc_index, p.index}
         for i in range(len(ops)):
             if i in skip:
                 continue
@@ -853,6 +870,8 @@ class _Quantizer:
         for i, op in enumerate(ops):
             if i in layers:
                 qnames.add(layers[i].out)
+            elif i in recurrences:
+                qnames |= set(op.output("Hidden")) | set(op.output("Cell"))
             elif i in quantised:
                 continue
             elif (chain := plan_affine(self, i, qnames)) is not None:
@@ -863,7 +882,8 @@ class _Quantizer:
             elif self._follows_quantised(op, qnames):
                 quantised.add(i)
                 qnames.add(op.output("Out")[0])
-        self.check_region(layers, quantised)
+        region_layers: dict[int, Any] = {**layers, **recurrences}
+        self.check_region(region_layers, quantised)
         feeds_and_params = {n for n, v in self.block.vars.items()
                             if v.persistable or n not in self.graph.producers}
         self.has_float = set(feeds_and_params)
@@ -871,6 +891,8 @@ class _Quantizer:
         for i, op in enumerate(ops):
             if i in layers:
                 self.emit_layer(layers[i], self.precisions[i])
+            elif i in recurrences:
+                emit_recurrence(self, recurrences[i])
             elif i in affines:
                 emit_affine(self, affines[i])
             elif i in quantised and i not in skip:

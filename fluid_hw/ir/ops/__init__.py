@@ -30,6 +30,7 @@ from . import (  # noqa: F401
     optimizer,
     optimizer_more,
     quant,
+    quant_rnn,
     random,
     roi,
     sequence,

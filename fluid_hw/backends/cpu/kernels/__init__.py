@@ -76,6 +76,7 @@ def _load() -> None:
             optimizer,
             optimizer_more,
             quant,
+            quant_rnn,
             random,
             roi,
             sequence,

@@ -1,0 +1,211 @@
+"""Fixed-point recurrent cells: ``quantized_lstm`` and ``quantized_gru``, the golden
+model of ``dynamic_lstm`` / ``dynamic_gru`` (Fluid's ``lstm`` / ``gru`` ops) that FPGA
+hardware must match bit for bit.  docs/fixed_point.md, "Recurrent cells", is the
+contract; this docstring states the same arithmetic.
+
+Every step is one of four hardware primitives: int8 x int8 products summed in an
+int32 accumulator (the hidden-to-hidden matrix-vector product), a *sum requantiser*,
+a 256-entry int8 table, and element-wise int8 / int16 products.
+
+Sum requantiser (``requantize``'s contract with several terms sharing one shift):
+for integer products ``p_j`` and multipliers ``m_j`` in ``[0, 2^15 - 1]``, shift
+``n`` in ``[0, 47]``::
+
+    SRQ(p, m; n; lo, hi) = clamp((sum_j p_j * m_j + R(n)) >> n, lo, hi)
+    R(n) = 2^(n-1) if n > 0 else 0      (>> arithmetic: round half up, toward +inf)
+
+Gate tables output integers at scale 1/127 (the integer 127 stands for 1.0).
+
+``quantized_lstm`` (gates ``[candidate, input, forget, output]``, column ``j`` of
+gate ``k = j // D``, unit ``d = j % D``).  Per sequence, ``h`` (int8) and ``c``
+(int16) start as the sequence's row of ``H0`` / ``C0`` (zero without them); each time
+step (last row first with ``is_reverse``) with ``x`` the step's row of Input (int32)::
+
+    a[j]  = sum_e h[e] * Weight[e, j]                               (int32)
+    z[j]  = SRQ([x[j], a[j], pp[j]], GateMultiplier[:, j]; GateShift[j]; -128, 127)
+            pp = c_prev[d] * Peephole[0, d] (input gate), c_prev[d] * Peephole[1, d]
+            (forget gate), c_new[d] * Peephole[2, d] (output gate, after c_new),
+            0 for the candidate or without peepholes
+    g = Tables[0][z_g + 128], i = Tables[1][z_i + 128], f = Tables[2][z_f + 128]
+    c_new = SRQ([f * c_prev, i * g], cell_multipliers; cell_shift; -32768, 32767)
+    o = Tables[3][z_o + 128]
+    u = SRQ([c_new], [cell_tanh_multiplier]; cell_tanh_shift; -128, 127)
+    h_new = SRQ([o * Tables[4][u + 128]], [hidden_multiplier]; hidden_shift; -128, 127)
+
+``quantized_gru`` (gates ``[update, reset, candidate]``)::
+
+    a[j]  = sum_e h[e] * Weight[e, j]                     (j < 2D)
+    z[j]  = SRQ([x[j], a[j]], GateMultiplier[:, j]; GateShift[j]; -128, 127)
+    u = Tables[0][z_u + 128], r = Tables[1][z_r + 128]
+    rh = SRQ([r * h], [reset_multiplier]; reset_shift; -128, 127)
+    a_c[d] = sum_e rh[e] * Weight[e, 2D + d]
+    z_c = SRQ([x[2D + d], a_c[d]], GateMultiplier[:, 2D + d]; GateShift[2D + d]; ...)
+    cand = Tables[2][z_c + 128]
+    h_new = SRQ([u * cand, (127 - u) * h], hidden_multipliers; hidden_shift; -128, 127)
+            (origin_mode: [(127 - u) * cand, u * h])
+
+Input is the int32 accumulator of the input projection (``quantized_fc`` of the fc
+before the recurrence, with the recurrence's gate bias folded into its bias).
+"""
+
+from __future__ import annotations
+
+from .. import dtypes
+from ..registry import Attr, InferContext, Slot, define_op
+from .common import merge_dim
+from .quant import MULTIPLIER_MAX, SHIFT_MAX
+
+VarType = dtypes.VarType
+
+#: the integer that stands for 1.0 at a gate table's output (scale 1/127)
+GATE_ONE = 127
+#: Tables rows of quantized_lstm / quantized_gru
+LSTM_TABLES = ("candidate", "input", "forget", "output", "cell")
+GRU_TABLES = ("update", "reset", "candidate")
+
+_INFO = (Attr("in_scale", "floats", [], doc="informational: Input's scale per column"),
+         Attr("hidden_scale", "float", 0.0, doc="informational: Hidden's scale"),
+         Attr("gate_scales", "floats", [],
+              doc="informational: each gate table's input scale"))
+
+
+def _dtype(ctx: InferContext, slot: str, want: int) -> None:
+    v = ctx.input_var(slot)
+    ctx.check(v.dtype == want, f"{slot} {v.name!r} must be {dtypes.name(want)}, got "
+              f"{v.dtype_name}")
+
+
+def _shape(ctx: InferContext, slot: str, want: list[int]) -> None:
+    s = ctx.input_shape(slot)
+    ctx.check(len(s) == len(want) and all(merge_dim(a, b) is not None
+                                          for a, b in zip(s, want)),
+              f"{slot} must have shape {want}, got {s}")
+
+
+def _check_pair(ctx: InferContext, m_attr: str, n_attr: str, count: int) -> None:
+    ms = ctx.attr(m_attr)
+    ms = ms if isinstance(ms, list) else [ms]
+    ctx.check(len(ms) == count, f"{m_attr} needs {count} value(s), has {len(ms)}")
+    ctx.check(all(0 <= m <= MULTIPLIER_MAX for m in ms),
+              f"{m_attr} {ms} must lie in [0, {MULTIPLIER_MAX}]")
+    ctx.check(0 <= ctx.attr(n_attr) <= SHIFT_MAX,
+              f"{n_attr} {ctx.attr(n_attr)} must lie in [0, {SHIFT_MAX}]")
+
+
+def _common(ctx: InferContext, gates: int, terms: int) -> tuple[int, int]:
+    """Check Input / Weight / H0 / the gate requantisers and tables; (D, LoD level)."""
+    x = ctx.input_var("Input")
+    ctx.check(x.lod_level > 0, f"Input {x.name!r} has lod_level 0; {ctx.op.type} needs a "
+              "LoD tensor (a batch of sequences)")
+    _dtype(ctx, "Input", VarType.INT32)
+    _dtype(ctx, "Weight", VarType.INT8)
+    w = ctx.input_shape("Weight")
+    ctx.check(len(w) == 2 and w[1] in (-1, gates * w[0]),
+              f"Weight must be [D, {gates}D], is {w}")
+    d = w[0]
+    xs = ctx.input_shape("Input")
+    ctx.check(len(xs) == 2 and (xs[1] == -1 or d == -1 or xs[1] == gates * d),
+              f"Input must be [T, {gates}D] with D = {d}, is {xs}")
+    if ctx.has_input("H0"):
+        _dtype(ctx, "H0", VarType.INT8)
+        _shape(ctx, "H0", [-1, d])
+    _dtype(ctx, "GateMultiplier", VarType.INT32)
+    _shape(ctx, "GateMultiplier", [terms, gates * d])
+    _dtype(ctx, "GateShift", VarType.INT32)
+    _shape(ctx, "GateShift", [gates * d])
+    _dtype(ctx, "Tables", VarType.INT8)
+    return d, x.lod_level
+
+
+@define_op(
+    "quantized_lstm",
+    [Slot("Input", doc="int32 [T, 4D] (LoD): the input projection's accumulator, gates "
+          "[candidate, input, forget, output]"),
+     Slot("H0", dispensable=True, doc="int8 [N, D]: each sequence's initial hidden state"),
+     Slot("C0", dispensable=True, doc="int16 [N, D]: each sequence's initial cell state"),
+     Slot("Weight", doc="int8 [D, 4D]: hidden-to-hidden weights"),
+     Slot("Peephole", dispensable=True, doc="int8 [3, D]: input, forget, output gate "
+          "peephole weights (use_peepholes)"),
+     Slot("GateMultiplier", doc="int32 [3, 4D]: the Input, hidden-product and peephole "
+          "terms' multipliers of each column's sum requantiser"),
+     Slot("GateShift", doc="int32 [4D]: each column's shift"),
+     Slot("Tables", doc="int8 [5, 256]: candidate (tanh), input, forget, output "
+          "(sigmoid), cell (tanh)")],
+    [Slot("Hidden", doc="int8 [T, D], Input's LoD"),
+     Slot("Cell", doc="int16 [T, D], Input's LoD")],
+    [Attr("use_peepholes", "bool", True), Attr("is_reverse", "bool", False),
+     Attr("cell_multipliers", "ints", doc="[f * c_prev term, i * g term]", min=0,
+          max=MULTIPLIER_MAX),
+     Attr("cell_shift", "int", min=0, max=SHIFT_MAX),
+     Attr("cell_tanh_multiplier", "int", doc="the cell (int16) to the cell table's int8 "
+          "input", min=0, max=MULTIPLIER_MAX),
+     Attr("cell_tanh_shift", "int", min=0, max=SHIFT_MAX),
+     Attr("hidden_multiplier", "int", doc="o * tanh(c) to the hidden state", min=0,
+          max=MULTIPLIER_MAX),
+     Attr("hidden_shift", "int", min=0, max=SHIFT_MAX),
+     *_INFO,
+     Attr("cell_scale", "float", 0.0, doc="informational: Cell's scale")],
+    doc="An LSTM over each sequence of Input in integers: int8 hidden state, int16 cell, "
+    "int32 gate accumulators, sum requantisers and 256-entry tables (see the module "
+    "docstring and docs/fixed_point.md, 'Recurrent cells').",
+)
+def _infer_quantized_lstm(ctx: InferContext) -> None:
+    d, lvl = _common(ctx, 4, 3)
+    _shape(ctx, "Tables", [len(LSTM_TABLES), 256])
+    if ctx.has_input("C0"):
+        _dtype(ctx, "C0", VarType.INT16)
+        _shape(ctx, "C0", [-1, d])
+    if ctx.attr("use_peepholes"):
+        ctx.check(ctx.has_input("Peephole"), "use_peepholes needs the Peephole input "
+                  "(int8 [3, D])")
+        _dtype(ctx, "Peephole", VarType.INT8)
+        _shape(ctx, "Peephole", [3, d])
+    _check_pair(ctx, "cell_multipliers", "cell_shift", 2)
+    _check_pair(ctx, "cell_tanh_multiplier", "cell_tanh_shift", 1)
+    _check_pair(ctx, "hidden_multiplier", "hidden_shift", 1)
+    ctx.set_output("Hidden", [-1, d], VarType.INT8, lod_level=lvl)
+    ctx.set_output("Cell", [-1, d], VarType.INT16, lod_level=lvl)
+
+
+@define_op(
+    "quantized_gru",
+    [Slot("Input", doc="int32 [T, 3D] (LoD): the input projection's accumulator, gates "
+          "[update, reset, candidate]"),
+     Slot("H0", dispensable=True, doc="int8 [N, D]: each sequence's initial hidden state"),
+     Slot("Weight", doc="int8 [D, 3D]: hidden-to-hidden weights ([:, 2D:] read r * h)"),
+     Slot("GateMultiplier", doc="int32 [2, 3D]: the Input and hidden-product terms' "
+          "multipliers of each column's sum requantiser"),
+     Slot("GateShift", doc="int32 [3D]: each column's shift"),
+     Slot("Tables", doc="int8 [3, 256]: update, reset (sigmoid), candidate (tanh)")],
+    [Slot("Hidden", doc="int8 [T, D], Input's LoD")],
+    [Attr("is_reverse", "bool", False), Attr("origin_mode", "bool", False),
+     Attr("reset_multiplier", "int", doc="r * h to the int8 reset hidden state", min=0,
+          max=MULTIPLIER_MAX),
+     Attr("reset_shift", "int", min=0, max=SHIFT_MAX),
+     Attr("hidden_multipliers", "ints", doc="[u * candidate term, (127 - u) * h term] "
+          "(origin_mode: [(127 - u) * candidate, u * h])", min=0, max=MULTIPLIER_MAX),
+     Attr("hidden_shift", "int", min=0, max=SHIFT_MAX),
+     *_INFO],
+    doc="A GRU over each sequence of Input in integers: int8 hidden state, int32 gate "
+    "accumulators, sum requantisers and 256-entry tables (see the module docstring and "
+    "docs/fixed_point.md, 'Recurrent cells').",
+)
+def _infer_quantized_gru(ctx: InferContext) -> None:
+    d, lvl = _common(ctx, 3, 2)
+    _shape(ctx, "Tables", [len(GRU_TABLES), 256])
+    _check_pair(ctx, "reset_multiplier", "reset_shift", 1)
+    _check_pair(ctx, "hidden_multipliers", "hidden_shift", 2)
+    ctx.set_output("Hidden", [-1, d], VarType.INT8, lod_level=lvl)
+
+
+def _declare() -> None:
+    from ..grad import no_grad
+    from ..registry import mark_category
+
+    no_grad("integer", "quantized_lstm", "quantized_gru")
+    mark_category("quantised", "quantized_lstm", "quantized_gru")
+
+
+_declare()
+
+__all__ = ["GATE_ONE", "GRU_TABLES", "LSTM_TABLES"]
