@@ -42,10 +42,10 @@ from ._lane import Clamp, check_channel_lanes, requant_lanes, weight_product
 from ._mem import ParamWriteSignature, param_memory
 from ._util import Component, HardwareConfigError, as_int_array, ceil_log2
 from .requant import (
-    BIAS_ONLY_LATENCY,
     PARAM_ENTRY_BITS,
-    REQUANT_LATENCY,
     RequantPipe,
+    requant_latency,
+    requant_units,
     requantize_model,
 )
 from .stream import CreditQueue, credit_depth
@@ -76,11 +76,15 @@ def depthwise_model(image_hwc: np.ndarray, filters: np.ndarray, geom: WindowGeom
                             thresholds).reshape(oh, ow, c)
 
 
-def dwconv_latency(requantize: bool = True) -> int:
+def dwconv_latency(requantize: bool = True, *, pe: int = 1, k: int = 1,
+                   thresholds: bool = False) -> int:
     """Cycles from issuing a channel group's last window beat to its output entering the
-    output queue (as :func:`~.mvau.mvau_latency`); the queue adds
-    :attr:`~.stream.CreditQueue.latency` more to ``o.valid``."""
-    return MAC_LATENCY + (REQUANT_LATENCY if requantize else BIAS_ONLY_LATENCY)
+    output queue (as :func:`~.mvau.mvau_latency`: the ``pe`` lanes share
+    :func:`~.requant.requant_units` ``(pe, k)`` requantiser lanes, ``k = kh * kw``, unless
+    ``thresholds`` replace it); the queue adds :attr:`~.stream.CreditQueue.latency` more
+    to ``o.valid``."""
+    units = requant_units(pe, k, requantize and not thresholds)
+    return MAC_LATENCY + requant_latency(pe, units, requantize)
 
 
 def dw_weight_entries(weights: np.ndarray, pe: int) -> list[list[int]]:
@@ -129,11 +133,14 @@ class DepthwiseConv(Component):
         self.requant = RequantPipe(name, pe, c, bias=bias, multiplier=multiplier,
                                    shift=shift, relu=relu, requantize=requantize,
                                    runtime=runtime, ff_style=ff_style, clamp=clamp,
-                                   thresholds=thresholds)
+                                   thresholds=thresholds,
+                                   # a channel group every K window beats at most
+                                   units=requant_units(pe, self.k, thresholds is None))
         self.swg = SlidingWindow(name, geom, pe, order="ckk", pad_value=0)
         self.out_bits = self.requant.out_bits
         self.latency = MAC_LATENCY + self.requant.latency
-        assert self.latency == dwconv_latency(requantize)
+        assert self.latency == dwconv_latency(requantize, pe=pe, k=self.k,
+                                              thresholds=thresholds is not None)
         self.queue_depth = credit_depth(self.latency, self.k)
         members: dict[str, object] = {"i": In(stream.Signature(8 * pe)),
                                       "o": Out(stream.Signature(self.out_bits * pe))}

@@ -25,6 +25,7 @@ number of cycles; an entry is then ``32 * (T + 1)`` bits: the bias, then each th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -145,6 +146,15 @@ def requant_entries(name: str, channels: int, bias: np.ndarray | None,
             for c in range(channels)]
 
 
+@dataclass(frozen=True)
+class _Write:
+    """A write port as :func:`~._mem.param_memory` takes it (``en`` one bit a memory)."""
+
+    en: Value
+    addr: Value
+    data: Value
+
+
 class RequantPipe(Component):
     """``lanes`` requantisers in parallel; never stalls.
 
@@ -152,6 +162,17 @@ class RequantPipe(Component):
     holds channel ``i_idx * lanes + l``) in; ``o_valid``, ``o_data`` (lanes x int8,
     or int32 without requantisation) out, :attr:`latency` cycles later.  Runtime
     parameters: ``wr`` (:func:`~._mem.ParamWriteSignature`, memory ``l`` = lane ``l``).
+
+    ``units`` (requantisation only, not thresholds) below ``lanes`` shares the
+    multipliers: ``units`` physical lanes take a group in ``steps = ceil(lanes /
+    units)`` slices, slice ``t`` (lanes ``t * units ..``) ``t`` cycles after
+    ``i_valid`` (the first straight from ``i_acc``, the rest from a capture register);
+    the results are collected and leave together as one ``o_data``, :attr:`latency` =
+    :func:`requant_latency` cycles after ``i_valid``.  ``i_valid`` may then rise at most
+    once every ``steps`` cycles (``busy`` is high in between).  Each physical lane
+    ``u`` has one parameter memory (:func:`requant_param_depth`: entry ``g * 2^b + t``
+    holds channel ``g * lanes + t * units + u``); ``wr`` keeps its per-lane format and
+    is steered there.
     """
 
     def __init__(self, name: str, lanes: int, channels: int, *,
@@ -159,8 +180,12 @@ class RequantPipe(Component):
                  shift: np.ndarray | None = None, relu: bool = False,
                  requantize: bool = True, runtime: bool = False,
                  ff_style: str = "plain", clamp: Clamp | None = None,
-                 thresholds: np.ndarray | None = None) -> None:
+                 thresholds: np.ndarray | None = None, units: int | None = None) -> None:
         check_ff_style(name, ff_style)
+        if units is not None and not 1 <= units <= lanes:
+            raise HardwareConfigError(
+                f"{name}: {units} physical requantiser lanes for {lanes} lanes; give 1 to "
+                f"{lanes} (requant_units)")
         if channels % lanes:
             raise HardwareConfigError(
                 f"{name}: {channels} channels are not a multiple of {lanes} lanes")
@@ -186,17 +211,25 @@ class RequantPipe(Component):
             self.entries = None if runtime else requant_entries(
                 name, channels, bias, multiplier if requantize else None,
                 shift if requantize else None)
-        self.latency = REQUANT_LATENCY if requantize else BIAS_ONLY_LATENCY
+        # comparisons and the bias add alone have no multipliers to share
+        shareable = requantize and thresholds is None and units is not None
+        self.steps = requant_steps(lanes, units) if shareable and units else 1
+        self.units = -(-lanes // self.steps)
+        self.latency = requant_latency(lanes, self.units, requantize)
         members = {
             "i_valid": In(1), "i_acc": In(32 * lanes), "i_idx": In(range(max(2, self.groups))),
             "o_valid": Out(1), "o_data": Out(self.out_bits * lanes),
         }
+        if self.steps > 1:
+            members["busy"] = Out(1)
         if runtime:
             members["wr"] = In(ParamWriteSignature(lanes, ceil_log2(self.groups),
                                                    PARAM_ENTRY_BITS))
         super().__init__(members)
 
     def elaborate(self, platform: object) -> Module:
+        if self.steps > 1:
+            return self._elaborate_shared()
         m = Module()
         lat = self.latency
         valid = [Signal(name=f"v{i}") for i in range(lat + 1)]
@@ -210,12 +243,73 @@ class RequantPipe(Component):
             rp = param_memory(m, f"params{lane}", depth=self.groups, width=self.entry_bits,
                               init=init, write=getattr(self, "wr", None), write_index=lane)
             m.d.comb += rp.addr.eq(self.i_idx)
-            lane_fn = self._threshold_lane if self.n_thresholds else self._lane
-            outs.append(lane_fn(m, lane, rp.data, valid))
+            acc = self.i_acc.word_select(lane, 32)
+            if self.n_thresholds:
+                outs.append(self._threshold_lane(m, lane, rp.data, valid))
+            else:
+                outs.append(self._lane(m, lane, acc, rp.data, valid))
         m.d.comb += self.o_data.eq(Cat(*outs))
         return m
 
-    def _lane(self, m: Module, lane: int, entry: Signal, valid: list[Signal]) -> Signal:
+    def _elaborate_shared(self) -> Module:
+        """``units`` physical lanes fed ``steps`` slices of a group, one a cycle."""
+        m = Module()
+        lanes, units, steps = self.lanes, self.units, self.steps
+        lat = REQUANT_LATENCY  # of one physical lane
+        step = Signal(range(steps), name="step")  # the slice entering; 0 when idle
+        valid = [Signal(name=f"v{i}") for i in range(lat + 1)]
+        last = [Signal(name=f"last{i}") for i in range(lat + 1)]
+        m.d.comb += [self.busy.eq(step != 0), valid[0].eq(self.i_valid | self.busy),
+                     last[0].eq(step == steps - 1)]
+        for i in range(lat):
+            m.d.sync += [valid[i + 1].eq(valid[i]), last[i + 1].eq(last[i])]
+        with m.If(valid[0]):
+            m.d.sync += step.eq(Mux(step == steps - 1, 0, step + 1))
+        # slice 0 goes in straight from i_acc, slices 1.. from the capture register
+        acc = Cat(self.i_acc, Const(0, 32 * (units * steps - lanes)))
+        cap = Signal(32 * units * (steps - 1), name="cap")
+        idx = Signal.like(self.i_idx, name="idx")
+        with m.If(self.i_valid):
+            m.d.sync += [cap.eq(acc[32 * units:]), idx.eq(self.i_idx)]
+        feed = Cat(acc[:32 * units], cap).word_select(step, 32 * units)
+        # parameters: entry g * 2^b + t of memory u is channel g * lanes + t * units + u
+        b = ceil_log2(steps)
+        depth = requant_param_depth(lanes, units, self.groups)
+        write = None
+        if self.runtime:
+            # the loader's one-hot lane l goes to memory l % units, entry addr * 2^b + l // units
+            wen = Signal(units, name="wr_en")
+            wstep = Signal(b, name="wr_step")
+            for u in range(units):
+                m.d.comb += wen[u].eq(Cat(*(self.wr.en[t * units + u] for t in range(steps)
+                                            if t * units + u < lanes)).any())
+            for k in range(b):
+                m.d.comb += wstep[k].eq(Cat(*(self.wr.en[lane] for lane in range(lanes)
+                                              if (lane // units) >> k & 1)).any())
+            write = _Write(wen, Cat(wstep, self.wr.addr), self.wr.data)
+        outs = []
+        for u in range(units):
+            init = None
+            if self.entries is not None:
+                init = [0] * depth
+                for g in range(self.groups):
+                    for t in range(steps):
+                        if t * units + u < lanes:
+                            init[(g << b) | t] = self.entries[g * lanes + t * units + u]
+            rp = param_memory(m, f"params{u}", depth=depth, width=self.entry_bits,
+                              init=init, write=write, write_index=u)
+            m.d.comb += rp.addr.eq(Cat(step, Mux(self.busy, idx, self.i_idx)))
+            outs.append(self._lane(m, u, feed.word_select(u, 32), rp.data, valid))
+        # slices 0 .. steps - 2 wait in a shift register for the last one
+        held = Signal(8 * units * (steps - 1), name="held")
+        with m.If(valid[lat]):
+            m.d.sync += held.eq(Cat(held[8 * units:], *outs))
+        m.d.comb += [self.o_valid.eq(valid[lat] & last[lat]),
+                     self.o_data.eq(Cat(held, *outs)[:8 * lanes])]
+        return m
+
+    def _lane(self, m: Module, lane: int, acc: Value, entry: Signal, valid: list[Signal]
+              ) -> Signal:
         def reg(stage: int, shape: object, value: object, tag: str) -> Signal:
             """Register of pipeline stage ``stage``, loaded when its input is valid."""
             r = Signal(shape, name=f"l{lane}_{tag}")
@@ -223,7 +317,7 @@ class RequantPipe(Component):
                 m.d.sync += r.eq(value)
             return r
 
-        acc1 = reg(1, signed(32), self.i_acc.word_select(lane, 32).as_signed(), "acc1")
+        acc1 = reg(1, signed(32), acc.as_signed(), "acc1")
         acc2 = reg(2, signed(32), acc1, "acc2")  # beside the memory's own output register
         bias2 = reg(2, signed(32), entry[0:32].as_signed(), "bias2")
         mul2 = reg(2, unsigned(16), entry[32:47], "mul2")
@@ -302,7 +396,9 @@ class RequantPipe(Component):
 
 class Requantiser(Component):
     """Stream requantiser: ``i`` carries vectors of ``channels`` int32 values in beats of
-    ``lanes`` (channel order), ``o`` the int8 results in the same beats."""
+    ``lanes`` (channel order), ``o`` the int8 results in the same beats.  With ``units``
+    (:class:`RequantPipe`) below ``lanes`` it takes a beat at most every ``steps``
+    cycles."""
 
     def __init__(self, name: str, lanes: int, channels: int, **kwargs: Any) -> None:
         self.pipe = RequantPipe(name, lanes, channels, **kwargs)
@@ -313,12 +409,13 @@ class Requantiser(Component):
     def elaborate(self, platform: object) -> Module:
         m = Module()
         m.submodules.pipe = pipe = self.pipe
-        depth = credit_depth(pipe.latency, 1)
+        depth = credit_depth(pipe.latency, pipe.steps)
         m.submodules.queue = q = CreditQueue(pipe.out_bits * self.lanes, depth)
         idx = Signal(range(max(2, pipe.groups)))
-        go = self.i.valid & q.can_issue
+        can = q.can_issue & ~pipe.busy if pipe.steps > 1 else q.can_issue
+        go = self.i.valid & can
         m.d.comb += [
-            self.i.ready.eq(q.can_issue),
+            self.i.ready.eq(can),
             q.issue.eq(go),
             pipe.i_valid.eq(go), pipe.i_acc.eq(self.i.payload), pipe.i_idx.eq(idx),
             q.w_valid.eq(pipe.o_valid), q.w_data.eq(pipe.o_data),

@@ -137,13 +137,15 @@ def test_mvau_trellis_input_copies():
     dut = MVAU("fc", 6, 4, 2, 3, weights=w, multiplier=np.ones(4, int), shift=np.ones(4, int),
                ff_style="trellis")
     text = rtlil.convert(dut, name="fc")
+    # a PE group of accumulators every SF = 2 cycles: the two PEs share one requantiser lane
+    assert dut.requant.units == 1
     # per PE and lane an 8-bit input copy; per requantiser lane the multiplier inputs
     # (32-bit sum, 17-bit multiplier)
-    assert text.count("cell \\TRELLIS_FF") == 2 * 3 * 8 + 2 * (32 + 17)
+    assert text.count("cell \\TRELLIS_FF") == 2 * 3 * 8 + 1 * (32 + 17)
     # and every product a MULT18X18D with its own input and output registers (rtl._dsp):
     # one per PE and lane, two per requantiser lane
-    assert text.count("cell \\MULT18X18D") == 2 * 3 + 2 * 2
-    assert text.count('parameter \\REG_OUTPUT_CLK "CLK0"') == 2 * 3 + 2 * 2
+    assert text.count("cell \\MULT18X18D") == 2 * 3 + 2 * 1
+    assert text.count('parameter \\REG_OUTPUT_CLK "CLK0"') == 2 * 3 + 2 * 1
     with pytest.raises(HardwareConfigError, match="ff_style must be one of"):
         MVAU("fc", 6, 4, 2, 3, weights=w, multiplier=np.ones(4, int),
              shift=np.ones(4, int), ff_style="keep")

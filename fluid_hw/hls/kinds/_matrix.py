@@ -161,7 +161,8 @@ def matrix_memories(s: Any) -> list[tuple[int, int, str]]:
         out.append((s.nf * s.sf, 8 * s.simd, const))       # weights
         out.append((s.nf, PARAM_ENTRY_BITS, const))         # bias, multiplier, shift
     out.append((2 << ceil_log2(s.sf), 8 * s.simd, "ram"))  # input double buffer
-    depth = credit_depth(mvau_latency(s.simd, s.requantize), s.sf)
+    depth = credit_depth(mvau_latency(s.simd, s.requantize, pe=s.pe, sf=s.sf,
+                                      thresholds=s.thresholds is not None), s.sf)
     out.append((fifo_storage(depth), s.out_bits * s.pe, "ram"))  # output queue
     return out
 

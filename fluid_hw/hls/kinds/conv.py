@@ -70,7 +70,8 @@ def _times(s: Any, lanes: tuple[int, int], t_in: np.ndarray) -> np.ndarray:
     n_w = g.window_size // s.window_lanes
     cons = MVAUConsumer(n_w, s.simd // s.window_lanes, s.sf, s.nf)
     window_times(t_in, g, s.window_lanes, cons)
-    lat = mvau_latency(s.simd, s.requantize)
+    lat = mvau_latency(s.simd, s.requantize, pe=s.pe, sf=s.sf,
+                       thresholds=s.thresholds is not None)
     nf = np.arange(s.mh) // s.pe
     return np.concatenate([c + (nf + 1) * s.sf - 1 + lat + queue_latency()
                            for c in cons.compute])

@@ -78,7 +78,8 @@ def _cycles(s: Any, lanes: tuple[int, int]) -> int:
 
 
 def _latency(s: Any) -> int:
-    return dwconv_latency(s.requantize) + queue_latency()
+    return dwconv_latency(s.requantize, pe=s.pe, k=s.sf,
+                          thresholds=s.thresholds is not None) + queue_latency()
 
 
 def _times(s: Any, lanes: tuple[int, int], t_in: np.ndarray) -> np.ndarray:
@@ -89,7 +90,9 @@ def _times(s: Any, lanes: tuple[int, int], t_in: np.ndarray) -> np.ndarray:
 
 
 def _memories(s: Any, lanes: tuple[int, int]) -> list[tuple[int, int, str]]:
-    depth = credit_depth(dwconv_latency(s.requantize), s.sf)  # the unit's output queue
+    # the unit's output queue
+    depth = credit_depth(dwconv_latency(s.requantize, pe=s.pe, k=s.sf,
+                                        thresholds=s.thresholds is not None), s.sf)
     return [*lane_memories(s, s.nf * s.sf),  # weights: channel group x kernel position
             (fifo_storage(depth), s.out_bits * s.pe, "ram"),
             *window_memories(s.geometry, s.pe)]

@@ -72,8 +72,10 @@ KIND = StageKind(
     matches=lambda program, op: op.type == "quantized_fc",
     lower=_lower, make_spec=_make_spec,
     cycles=lambda s, lanes: s.nf * s.sf,
-    times=lambda s, lanes, t_in: mvau_times(float(t_in.max()), s.mh, s.pe, s.sf,
-                                            mvau_latency(s.simd, s.requantize)),
+    times=lambda s, lanes, t_in: mvau_times(
+        float(t_in.max()), s.mh, s.pe, s.sf,
+        mvau_latency(s.simd, s.requantize, pe=s.pe, sf=s.sf,
+                     thresholds=s.thresholds is not None)),
     resources=_resources,
     memories=lambda s, lanes: matrix_memories(s),
     lut=lambda s, lanes, cal: matrix_lut(s, cal),
