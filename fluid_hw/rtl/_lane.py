@@ -21,9 +21,11 @@ from amaranth.lib import wiring
 
 from ._dsp import dsp_product
 from ._ff import check_ff_style, copy_register
+from ._lutmul import bipolar_product, lut_product
 from ._util import HardwareConfigError
 
 __all__ = ["stage_reg", "Clamp", "clamp_int8", "rescale_product", "loaded_shift", "weight_product",
+           "lane_product",
            "check_channel_lanes", "requant_lanes", "LOADED_ZERO_SHIFT"]
 
 #: ``|x * m| < 2^22`` for an int8 ``x`` and a multiplier below ``2^15``: a loaded shift
@@ -111,26 +113,46 @@ def loaded_shift(n: Value) -> tuple[Value, Value, Value]:
             Mux(zero, 0, (Const(1, 24) << n[0:5]) >> 1))
 
 
-def weight_product(m: Module, valid: Sequence[Value], w: Value, x: Value, lane: int,
-                   ff_style: str) -> Signal:
-    """A MAC lane's product of a weight memory's read data ``w`` and the int8 ``x``:
-    stage 2 fabric registers on both (``l<lane>_w2``, ``l<lane>_x2``), stages 3 and 4
-    the product twice (or a ``MULT18X18D`` with its own registers, ``ff_style=
-    "trellis"``); the 16-bit product ``l<lane>_p4`` is valid with ``valid[4]``."""
-    w2 = Signal(signed(8), name=f"l{lane}_w2")
-    x2 = Signal(signed(8), name=f"l{lane}_x2")
-    p4 = Signal(signed(16), name=f"l{lane}_p4")
-    with m.If(valid[1]):
-        m.d.sync += [w2.eq(w), x2.eq(x)]
-    if ff_style == "trellis":  # the DSP's own registers (rtl._dsp)
-        m.d.comb += p4.eq(dsp_product(m, w2, x2, f"l{lane}_m")[0:16])
+def lane_product(m: Module, valid: Sequence[Value], w2: Value, x2: Value, ff_style: str, *,
+                 lut: bool = False, width: int = 16, dsp_name: str, p3_name: str,
+                 p4_name: str) -> Signal:
+    """Stages 3 and 4 of a MAC lane: the product of its stage-2 registers ``w2`` and
+    ``x2``, ``width`` bits, signed, valid with ``valid[4]``: two registers (``p3_name``,
+    ``p4_name``), or with ``ff_style="trellis"`` a ``MULT18X18D`` with its own registers
+    (:func:`._dsp.dsp_product`, ``dsp_name``), or with ``lut`` a LUT multiplier
+    (:func:`._lutmul.lut_product`, ``dsp_name``, its ``CCU2C`` form with
+    ``ff_style="trellis"``; a one-bit ``w2`` is a bipolar weight's code, 1 for +1:
+    :func:`._lutmul.bipolar_product`), the same two cycles."""
+    plain = not lut and ff_style != "trellis"
+    p3 = Signal(signed(width), name=p3_name) if plain else None
+    p4 = Signal(signed(width), name=p4_name)
+    if lut:
+        make = bipolar_product if len(w2) == 1 else lut_product
+        m.d.comb += p4.eq(make(m, w2, x2, dsp_name, style=ff_style))
+    elif ff_style == "trellis":  # the DSP's own registers (rtl._dsp)
+        m.d.comb += p4.eq(dsp_product(m, w2, x2, dsp_name)[0:width])
     else:
-        p3 = Signal(signed(16), name=f"l{lane}_p3")
+        assert p3 is not None
         with m.If(valid[2]):
             m.d.sync += p3.eq(w2 * x2)
         with m.If(valid[3]):
             m.d.sync += p4.eq(p3)
     return p4
+
+
+def weight_product(m: Module, valid: Sequence[Value], w: Value, x: Value, lane: int,
+                   ff_style: str, lut: bool = False) -> Signal:
+    """A MAC lane's product of a weight memory's read data ``w`` and the int8 ``x``:
+    stage 2 fabric registers on both (``l<lane>_w2``, ``l<lane>_x2``), stages 3 and 4
+    the product (:func:`lane_product`: twice registered, a ``MULT18X18D`` with its own
+    registers with ``ff_style="trellis"``, or with ``lut`` a LUT multiplier); the 16-bit
+    product ``l<lane>_p4`` is valid with ``valid[4]``."""
+    w2 = Signal(signed(8), name=f"l{lane}_w2")
+    x2 = Signal(signed(8), name=f"l{lane}_x2")
+    with m.If(valid[1]):
+        m.d.sync += [w2.eq(w), x2.eq(x)]
+    return lane_product(m, valid, w2, x2, ff_style, lut=lut, dsp_name=f"l{lane}_m",
+                        p3_name=f"l{lane}_p3", p4_name=f"l{lane}_p4")
 
 
 def check_channel_lanes(what: str, pe: int, channels: int, ff_style: str) -> None:

@@ -31,16 +31,26 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ._dsp import dsp_product
 from ._ff import check_ff_style, copy_register
-from ._lane import Clamp
+from ._lane import Clamp, lane_product
 from ._mem import ParamWriteSignature, param_memory
 from ._util import Component, HardwareConfigError, as_int_array, ceil_log2
+from .multipliers import (
+    check_lane_options,
+    decode_weight,
+    dsp_pairs,
+    encode_weights,
+    lane_kinds,
+    packed_pair,
+    product_bits,
+    weight_lane_bits,
+    weight_range,
+)
 from .requant import (
+    BIAS_ONLY_LATENCY,
     PARAM_ENTRY_BITS,
+    REQUANT_LATENCY,
     RequantPipe,
-    requant_latency,
-    requant_units,
     requantize_model,
 )
 from .stream import CreditQueue, credit_depth
@@ -62,24 +72,22 @@ def adder_tree_depth(simd: int) -> int:
     return ceil_log2(simd)
 
 
-def mvau_latency(simd: int, requantize: bool = True, *, pe: int = 1, sf: int = 1,
-                 thresholds: bool = False) -> int:
+def mvau_latency(simd: int, requantize: bool = True) -> int:
     """Cycles from issuing a vector's last beat to its output entering the output queue
     (memory read, fabric registers, two product registers, adder tree, accumulator,
-    then the requantiser, shared by the ``pe`` lanes over
-    :func:`~.requant.requant_units` ``(pe, sf)`` physical lanes unless ``thresholds``
-    replace it); the queue adds :attr:`~.stream.CreditQueue.latency`."""
-    units = requant_units(pe, sf, requantize and not thresholds)
-    return 5 + adder_tree_depth(simd) + requant_latency(pe, units, requantize)
+    then the requantiser); the queue adds :attr:`~.stream.CreditQueue.latency`."""
+    return 5 + adder_tree_depth(simd) + (REQUANT_LATENCY if requantize else BIAS_ONLY_LATENCY)
 
 
-def mvau_weight_entries(weights: np.ndarray, pe: int, simd: int) -> list[list[int]]:
+def mvau_weight_entries(weights: np.ndarray, pe: int, simd: int, weight_bits: int = 8
+                        ) -> list[list[int]]:
     """Weight memory contents: one list of ``NF * SF`` words per PE, each word
-    ``simd`` int8 lanes packed lane 0 lowest (also the runtime load format)."""
+    ``simd`` lanes of ``weight_bits`` packed lane 0 lowest (also the runtime load
+    format; codes as :func:`.multipliers.encode_weights`)."""
     mh, mw = weights.shape
     nf, sf = mh // pe, mw // simd
-    w = np.asarray(weights, np.int64).reshape(nf, pe, sf, simd) & 0xFF
-    shifts = np.arange(simd, dtype=object) * 8
+    w = encode_weights(np.asarray(weights, np.int64).reshape(nf, pe, sf, simd), weight_bits)
+    shifts = np.arange(simd, dtype=object) * weight_bits
     out = []
     for p in range(pe):
         words = []
@@ -99,6 +107,9 @@ class MVAU(Component):
     int32 outputs.  ``latency``: cycles from issuing the last beat of a vector to its
     output being written into the output queue.  ``ff_style="trellis"``: the per-PE
     copies of the input vector are ECP5 ``TRELLIS_FF`` primitives (see :mod:`._ff`).
+    ``lut_mults``: how many of the ``pe * simd`` products are LUT multipliers (the
+    highest-indexed lanes); ``weight_bits``: the width the weights are held in (1:
+    bipolar); see :mod:`.multipliers`.
     """
 
     def __init__(self, name: str, mw: int, mh: int, pe: int, simd: int, *,
@@ -106,13 +117,16 @@ class MVAU(Component):
                  multiplier: np.ndarray | None = None, shift: np.ndarray | None = None,
                  relu: bool = False, requantize: bool = True, runtime: bool = False,
                  ff_style: str = "plain", clamp: Clamp | None = None,
-                 thresholds: np.ndarray | None = None) -> None:
+                 thresholds: np.ndarray | None = None, lut_mults: int = 0,
+                 weight_bits: int = 8) -> None:
         if pe < 1 or simd < 1 or mh % pe or mw % simd:
             raise HardwareConfigError(
                 f"MVAU {name!r}: PE={pe} must divide MH={mh} and SIMD={simd} must divide "
                 f"MW={mw}")
         self.name, self.mw, self.mh, self.pe, self.simd = name, mw, mh, pe, simd
         check_ff_style(f"MVAU {name!r}", ff_style)
+        check_lane_options(f"MVAU {name!r}", pe, simd, lut_mults, weight_bits)
+        self.lut_mults, self.weight_bits = lut_mults, weight_bits
         self.sf, self.nf = mw // simd, mh // pe
         self.runtime, self.ff_style = runtime, ff_style
         if runtime:
@@ -120,28 +134,30 @@ class MVAU(Component):
         else:
             if weights is None:
                 raise HardwareConfigError(f"MVAU {name!r}: const weights need a weight matrix")
-            w = as_int_array(name, "weights", weights, (mh, mw), -128, 127)
-            self.weight_words = mvau_weight_entries(w, pe, simd)
+            w = as_int_array(name if weight_bits == 8 else f"{name} (weight_bits={weight_bits})",
+                             "weights", weights, (mh, mw), *weight_range(weight_bits))
+            if weight_bits == 1 and not np.all(w):
+                raise HardwareConfigError(f"MVAU {name!r}: bipolar weights (weight_bits=1) "
+                                          "are -1 or +1, not 0")
+            self.weight_words = mvau_weight_entries(w, pe, simd, weight_bits)
         self.requant = RequantPipe(name, pe, mh, bias=bias, multiplier=multiplier,
                                    shift=shift, relu=relu, requantize=requantize,
                                    runtime=runtime, ff_style=ff_style, clamp=clamp,
-                                   thresholds=thresholds,
-                                   # a PE group of accumulators every SF cycles at most
-                                   units=requant_units(pe, self.sf, thresholds is None))
+                                   thresholds=thresholds)
         self.out_bits = self.requant.out_bits
         self.tree_depth = adder_tree_depth(simd)
         # issue -> memory data (1) -> fabric regs (2) -> product (3) -> product (4)
         # -> tree levels -> accumulator
         self.acc_latency = 5 + self.tree_depth
         self.latency = self.acc_latency + self.requant.latency
-        assert self.latency == mvau_latency(simd, requantize, pe=pe, sf=self.sf,
-                                            thresholds=thresholds is not None)
+        assert self.latency == mvau_latency(simd, requantize)
         self.queue_depth = credit_depth(self.latency, self.sf)
+        self.word_bits = weight_bits * simd
         members = {"i": In(stream.Signature(8 * simd)),
                    "o": Out(stream.Signature(self.out_bits * pe))}
         if runtime:
             self.wr_addr_width = max(ceil_log2(self.nf * self.sf), ceil_log2(self.nf))
-            self.wr_data_width = max(8 * simd, PARAM_ENTRY_BITS)
+            self.wr_data_width = max(self.word_bits, PARAM_ENTRY_BITS)
             members["wr"] = In(ParamWriteSignature(2 * pe, self.wr_addr_width,
                                                    self.wr_data_width))
         super().__init__(members)
@@ -220,54 +236,57 @@ class MVAU(Component):
         nfi = delay(inf, lat, "nf")
 
         # ---- per-PE datapath ----------------------------------------------------
-        accs = []
+        # stage 2: fabric registers after the memory reads (a private copy of the input
+        # vector per PE), one register per lane; stages 3 and 4: the product, twice
+        wb = self.weight_bits
+        lut = lane_kinds(pe, simd, self.lut_mults)
+        pairs = dsp_pairs(pe, simd, self.lut_mults, wb)
+        width = product_bits(wb)
+        # PE p and p + 1 share a multiplier in lane s (pairs): the product is made with
+        # PE p + 1's lane, and PE p's adder tree waits for it
+        lanes: list[list[tuple[Signal, Signal]]] = []
+        prods: list[list[Value | None]] = []
+        accs: list[Value] = []
         for p in range(pe):
             init = None if self.weight_words is None else self.weight_words[p]
-            wrp = param_memory(m, f"weights{p}", depth=nf * sf, width=8 * simd, init=init,
-                               write=getattr(self, "wr", None), write_index=p)
+            wrp = param_memory(m, f"weights{p}", depth=nf * sf, width=self.word_bits,
+                               init=init, write=getattr(self, "wr", None), write_index=p)
             m.d.comb += wrp.addr.eq(waddr)
-            # stage 2: fabric registers after the memory reads (a private copy of the input
-            # vector per PE), one register per lane; stages 3 and 4: the product, twice
-            prods = []
+            lanes.append([])
+            prods.append([])
             for s in range(simd):
-                w2 = Signal(signed(8), name=f"pe{p}_w{s}")
+                code = wrp.data.word_select(s, wb)
+                # a bipolar LUT lane keeps the weight's code (bipolar_product); the
+                # others the value to multiply
+                w2 = Signal(1, name=f"pe{p}_w{s}") if wb == 1 and lut[p][s] else \
+                    Signal(signed(weight_lane_bits(wb)), name=f"pe{p}_w{s}")
                 x2 = Signal(signed(8), name=f"pe{p}_xs{s}")
-                p3 = Signal(signed(16), name=f"pe{p}_p{s}")
-                p4 = Signal(signed(16), name=f"pe{p}_pp{s}")
                 # each register loads only when its stage holds data (a clock enable:
                 # free in the fabric, and idle stages cost no simulation time)
                 with m.If(v[1]):
-                    m.d.sync += w2.eq(wrp.data.word_select(s, 8))
+                    m.d.sync += w2.eq(code if len(w2) == 1 else decode_weight(code, wb))
                 xs = copy_register(m, in_rp.data.word_select(s, 8), v[1], f"pe{p}_x{s}",
                                    self.ff_style)
                 m.d.comb += x2.eq(xs)
-                if self.ff_style == "trellis":  # the DSP's own registers (rtl._dsp)
-                    m.d.comb += p4.eq(dsp_product(m, w2, x2, f"pe{p}_m{s}")[0:16])
+                lanes[p].append((w2, x2))
+                if (p, s) in pairs:
+                    prods[p].append(None)
+                elif (p - 1, s) in pairs:
+                    (w0, x0), (w1, _) = lanes[p - 1][s], lanes[p][s]
+                    lo, hi = packed_pair(m, v, w0, w1, x0, wb, self.ff_style,
+                                         f"pe{p - 1}_{p}_m{s}")
+                    prods[p - 1][s] = lo
+                    prods[p].append(hi)
                 else:
-                    with m.If(v[2]):
-                        m.d.sync += p3.eq(w2 * x2)
-                    with m.If(v[3]):
-                        m.d.sync += p4.eq(p3)
-                prods.append(p4)
-            # registered adder tree
-            level = 0
-            while len(prods) > 1:
-                nxt = []
-                for j in range(0, len(prods), 2):
-                    pair = prods[j:j + 2]
-                    r = Signal(signed(len(pair[0]) + 1), name=f"pe{p}_t{level}_{j // 2}")
-                    with m.If(v[4 + level]):
-                        m.d.sync += r.eq(pair[0] + pair[1] if len(pair) == 2 else pair[0])
-                    nxt.append(r)
-                prods = nxt
-                level += 1
-            total = prods[0]
-            # accumulator
-            acc = Signal(signed(32), name=f"pe{p}_acc")
-            k = lat - 1  # the tree output is aligned with control stage lat - 1
-            with m.If(v[k]):
-                m.d.sync += acc.eq(Mux(first[k], 0, acc) + total)
-            accs.append(acc)
+                    prods[p].append(lane_product(
+                        m, v, w2, x2, self.ff_style, lut=lut[p][s], width=width,
+                        dsp_name=f"pe{p}_{'l' if lut[p][s] else ''}m{s}",
+                        p3_name=f"pe{p}_p{s}", p4_name=f"pe{p}_pp{s}"))
+            for q_ in range(len(accs), p + 1):  # the PEs whose products are all made
+                if any(x is None for x in prods[q_]):
+                    break
+                accs.append(self._tree_and_acc(m, q_, prods[q_], v, first))
+        assert len(accs) == pe
 
         acc_valid = Signal()
         m.d.comb += acc_valid.eq(v[lat] & last[lat])
@@ -286,3 +305,27 @@ class MVAU(Component):
             ]
         wiring.connect(m, q.o, wiring.flipped(self.o))
         return m
+
+    def _tree_and_acc(self, m: Module, p: int, prods: list[Value], v: list[Value],
+                      first: list[Value]) -> Signal:
+        """PE ``p``'s registered adder tree over its lanes' products and its int32
+        accumulator (cleared by the first synapse fold of each neuron fold)."""
+        lat = self.acc_latency
+        level = 0
+        while len(prods) > 1:
+            nxt = []
+            for j in range(0, len(prods), 2):
+                pair = prods[j:j + 2]
+                r = Signal(signed(len(pair[0]) + 1), name=f"pe{p}_t{level}_{j // 2}")
+                with m.If(v[4 + level]):
+                    m.d.sync += r.eq(pair[0] + pair[1] if len(pair) == 2 else pair[0])
+                nxt.append(r)
+            prods = nxt
+            level += 1
+        total = prods[0]
+        # accumulator
+        acc = Signal(signed(32), name=f"pe{p}_acc")
+        k = lat - 1  # the tree output is aligned with control stage lat - 1
+        with m.If(v[k]):
+            m.d.sync += acc.eq(Mux(first[k], 0, acc) + total)
+        return acc

@@ -28,6 +28,7 @@ import numpy as np
 
 from ._lane import Clamp
 from ._util import HardwareConfigError, as_int_array, ceil_log2
+from .multipliers import check_lane_options, weight_range
 from .mvau import mvau_weight_entries
 from .requant import PARAM_ENTRY_BITS, requant_entries
 from .swg import WindowGeometry
@@ -345,6 +346,11 @@ class _MatrixMixin(StageSpec):
     requantize: bool
     clamp: Clamp | None
     thresholds: np.ndarray | None
+    lut_mults: int
+    weight_bits: int
+    #: whether the kind's unit takes ``lut_mults`` / ``weight_bits`` (the PE x SIMD
+    #: matrix units; the per-channel ones hold int8 weights in DSP lanes)
+    lane_options = True
 
     def _check_matrix(self) -> None:
         n = self.name
@@ -360,12 +366,24 @@ class _MatrixMixin(StageSpec):
         if self.mw * 127 * 128 >= 2**31:
             raise HardwareConfigError(f"stage {n!r}: MW={self.mw} can overflow the int32 "
                                       "accumulator")
+        if not self.lane_options and (self.lut_mults or self.weight_bits != 8):
+            raise HardwareConfigError(f"stage {n!r}: a {self.kind} stage has int8 weights in "
+                                      "DSP lanes (lut_mults=0, weight_bits=8), got "
+                                      f"lut_mults={self.lut_mults}, "
+                                      f"weight_bits={self.weight_bits}")
+        check_lane_options(f"stage {n!r}", self.pe, self.simd, self.lut_mults,
+                           self.weight_bits)
         w = self.matrix()
         tag = f"stage {n!r}"
         if w is None and self.weights_mode == "const":
             raise HardwareConfigError(f"stage {n!r}: const weights need the weight array")
         if w is not None:
-            as_int_array(tag, "weights", w, (self.mh, self.mw), -128, 127)
+            wb = self.weight_bits
+            arr = as_int_array(tag if wb == 8 else f"{tag} (weight_bits={wb})", "weights", w,
+                               (self.mh, self.mw), *weight_range(wb))
+            if wb == 1 and not np.all(arr):
+                raise HardwareConfigError(f"stage {n!r}: bipolar weights (weight_bits=1) are "
+                                          "-1 or +1, not 0")
         if self.bias is not None:
             as_int_array(tag, "bias", self.bias, (self.mh,), -2**31, 2**31 - 1)
         if self.thresholds is not None:
@@ -414,6 +432,10 @@ class _MatrixMixin(StageSpec):
             kw["clamp"] = self.clamp
         if self.thresholds is not None:
             kw["thresholds"] = self.thresholds
+        if self.lut_mults:
+            kw["lut_mults"] = self.lut_mults
+        if self.weight_bits != 8:
+            kw["weight_bits"] = self.weight_bits
         if not self.runtime:
             kw["weights"] = self.matrix()
         else:
@@ -451,13 +473,18 @@ class _MatrixMixin(StageSpec):
             st["clamp"] = self.clamp.as_list()
         if self.thresholds is not None:  # comparators in place of the requantiser
             st["thresholds"] = int(np.shape(self.thresholds)[1])
+        if self.lut_mults:  # LUT multipliers (all-DSP designs: no key)
+            st["lut_mults"] = self.lut_mults
+        if self.weight_bits != 8:  # narrow weights (int8 designs: no key)
+            st["weight_bits"] = self.weight_bits
         return st
 
     def weight_entries(self) -> list[list[int]]:
         w = self.matrix()
         if w is None:
             raise HardwareConfigError(f"stage {self.name!r}: no weights to load")
-        return mvau_weight_entries(np.asarray(w, np.int64), self.pe, self.simd)
+        return mvau_weight_entries(np.asarray(w, np.int64), self.pe, self.simd,
+                                   self.weight_bits)
 
     def requant_entries(self) -> list[int]:
         return requant_entries(self.name, self.mh, self.bias,
@@ -468,7 +495,8 @@ class _MatrixMixin(StageSpec):
         """Per PE its weights, then per PE its requantisation parameters."""
         if not self.runtime:
             return []
-        return ([("weights", p, self.nf * self.sf, 8 * self.simd) for p in range(self.pe)]
+        return ([("weights", p, self.nf * self.sf, self.weight_bits * self.simd)
+                 for p in range(self.pe)]
                 + [("requant", p, self.nf, PARAM_ENTRY_BITS) for p in range(self.pe)])
 
     def param_entries(self) -> list[list[int]]:
@@ -482,11 +510,14 @@ def matrix_kwargs(st: dict[str, Any], mh: int, weight_shape: tuple[int, ...]
     requantisation, and for a ``const`` stage placeholder arrays (weights of
     ``weight_shape``, :func:`zero_params`)."""
     mode = st.get("mode", "const")
-    arr = {**zero_params(st, mh), "weights": np.zeros(weight_shape, np.int64)} \
+    wb = int(st.get("weight_bits", 8))
+    # placeholder weights (bipolar ones are -1 or +1)
+    arr = {**zero_params(st, mh), "weights": np.full(weight_shape, int(wb == 1), np.int64)} \
         if mode == "const" else {}
     out = {"relu": bool(st.get("relu")), "weights_mode": mode,
             "requantize": bool(st.get("requantize", True)),
-            "clamp": Clamp.from_list(st.get("clamp")), **arr}
+            "clamp": Clamp.from_list(st.get("clamp")), "lut_mults": int(st.get("lut_mults", 0)),
+            "weight_bits": wb, **arr}
     if st.get("thresholds") and mode == "const":
         out["thresholds"] = np.zeros((mh, int(st["thresholds"])), np.int64)
     return out
@@ -510,11 +541,20 @@ class _MatrixFields(_MatrixMixin):
     clamp: Clamp | None = None
     #: int32 [mh, T]: a multi_threshold in place of the requantisation (with clamp)
     thresholds: np.ndarray | None = None
+    #: how many of the PE x SIMD products are LUT multipliers (the highest-indexed lanes
+    #: ``p * simd + s``; any count, so the folding can fill the LUTs in steps of one
+    #: product), the rest MULT18X18Ds (:mod:`.multipliers`)
+    lut_mults: int = 0
+    #: the width the weights are held in: 1-8 (1: bipolar -1 / +1); memory words of
+    #: ``simd * weight_bits``, and at 4 bits or less two products per MULT18X18D
+    weight_bits: int = 8
 
 
 class _PerChannel(_MatrixFields):
     """A matrix kind of one channel a PE lane and no SIMD (``affine``, ``dwconv``): its
     lanes are its PEs."""
+
+    lane_options = False
 
     def _check_no_simd(self, what: str) -> None:
         if self.simd != 1:
