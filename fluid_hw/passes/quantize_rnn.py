@@ -18,9 +18,10 @@ calibration batch):
   projection and the hidden-to-hidden matrix; peephole weights per gate
   ``max|w| / 127``;
 * each gate's table input ``s_g = min(range(pre-activation), sat) / 127``, where ``sat``
-  is where the table's output stops changing (sigmoid: ``ln(126.5 / 0.5)``, tanh:
-  ``atanh(126.5 / 127)``): a wider range would only spend table entries on saturated
-  values.  Pre-activation ranges come from the float op's gate outputs (``BatchGate``)
+  is where the table's output has reached its rail (the float function at 126.75 / 127,
+  the middle of the last output step: sigmoid ``ln(126.75 / 0.25)`` = 6.23, tanh
+  ``atanh(126.75 / 127)`` = 3.40): a wider range would only spend table entries on
+  saturated values.  Pre-activation ranges come from the float op's gate outputs (``BatchGate``)
   through the inverse activation (:class:`RecurrentObserver`); the cell's tanh table
   input ``min(range(Cell), sat_tanh) / 127``;
 * gate outputs (table outputs) at ``1 / 127``: 127 is exactly 1.0 (a forget gate at
@@ -54,9 +55,10 @@ __all__ = ["RECURRENT_OPS", "RecurrentObserver", "RecurrentPlan", "common_params
 
 #: float ops this module quantises, and the layer each one is
 RECURRENT_OPS = {"lstm": "dynamic_lstm", "gru": "dynamic_gru"}
-#: beyond these |x| a gate table's int8 output (scale 1/127) no longer changes
-SIGMOID_SAT = math.log((GATE_ONE - 0.5) / 0.5)
-TANH_SAT = math.atanh((GATE_ONE - 0.5) / GATE_ONE)
+#: where a gate table's int8 output (scale 1/127) has reached its rail: the float
+#: function is at 126.75 / 127, the middle of the last output step (beyond, nothing changes)
+SIGMOID_SAT = math.log((GATE_ONE - 0.25) / 0.25)
+TANH_SAT = math.atanh((GATE_ONE - 0.25) / GATE_ONE)
 CELL_MAX = 2**15 - 1
 _LSTM_GATES = (("candidate", "tanh"), ("input", "sigmoid"), ("forget", "sigmoid"),
                ("output", "sigmoid"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ....ir.ops.quant import MULTIPLIER_MAX, SHIFT_MAX
 from ....ir.ops.quant_rnn import GATE_ONE
 from ..context import KernelContext
 from . import register_kernel
@@ -34,20 +35,23 @@ def _table(tables: np.ndarray, row: int, z: np.ndarray) -> np.ndarray:
     return tables[row].astype(I64)[z + 128]
 
 
-def _check_lod(ctx: KernelContext, x: np.ndarray, lod: list[list[int]]) -> None:
-    if lod[-1][-1] != x.shape[0]:
-        raise ValueError(f"{ctx.op_type}: Input's LoD ends at {lod[-1][-1]} but Input has "
-                         f"{x.shape[0]} rows")
+def _gate_params(ctx: KernelContext) -> tuple[np.ndarray, np.ndarray]:
+    """GateMultiplier and GateShift as int64, each within the requantiser's range."""
+    gm, gs = ctx.input("GateMultiplier").astype(I64), ctx.input("GateShift").astype(I64)
+    for what, v, hi in (("GateMultiplier", gm, MULTIPLIER_MAX), ("GateShift", gs, SHIFT_MAX)):
+        if v.size and (v.min() < 0 or v.max() > hi):
+            raise ValueError(f"{ctx.op_type}: {what} holds {int(v.min())} .. {int(v.max())}; "
+                             f"each value must lie in [0, {hi}]")
+    return gm, gs
 
 
 @register_kernel("quantized_lstm")
 def quantized_lstm(ctx: KernelContext) -> None:
     x, lod = _lod_of(ctx, "Input")
-    _check_lod(ctx, x, lod)
     a = ctx.attrs
     w = ctx.input("Weight").astype(I64)
     d = w.shape[0]
-    gm, gs = ctx.input("GateMultiplier").astype(I64), ctx.input("GateShift").astype(I64)
+    gm, gs = _gate_params(ctx)
     tables = ctx.input("Tables")
     peep = ctx.input("Peephole").astype(I64) if a["use_peepholes"] else np.zeros((3, d), I64)
     mc = [int(v) for v in a["cell_multipliers"]]
@@ -85,11 +89,10 @@ def quantized_lstm(ctx: KernelContext) -> None:
 @register_kernel("quantized_gru")
 def quantized_gru(ctx: KernelContext) -> None:
     x, lod = _lod_of(ctx, "Input")
-    _check_lod(ctx, x, lod)
     a = ctx.attrs
     w = ctx.input("Weight").astype(I64)
     d = w.shape[0]
-    gm, gs = ctx.input("GateMultiplier").astype(I64), ctx.input("GateShift").astype(I64)
+    gm, gs = _gate_params(ctx)
     tables = ctx.input("Tables")
     mh = [int(v) for v in a["hidden_multipliers"]]
     steps = _Steps(lod, a["is_reverse"])
