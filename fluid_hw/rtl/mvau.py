@@ -47,10 +47,10 @@ from .multipliers import (
     weight_range,
 )
 from .requant import (
-    BIAS_ONLY_LATENCY,
     PARAM_ENTRY_BITS,
-    REQUANT_LATENCY,
     RequantPipe,
+    requant_latency,
+    requant_units,
     requantize_model,
 )
 from .stream import CreditQueue, credit_depth
@@ -72,11 +72,15 @@ def adder_tree_depth(simd: int) -> int:
     return ceil_log2(simd)
 
 
-def mvau_latency(simd: int, requantize: bool = True) -> int:
+def mvau_latency(simd: int, requantize: bool = True, *, pe: int = 1, sf: int = 1,
+                 thresholds: bool = False) -> int:
     """Cycles from issuing a vector's last beat to its output entering the output queue
     (memory read, fabric registers, two product registers, adder tree, accumulator,
-    then the requantiser); the queue adds :attr:`~.stream.CreditQueue.latency`."""
-    return 5 + adder_tree_depth(simd) + (REQUANT_LATENCY if requantize else BIAS_ONLY_LATENCY)
+    then the requantiser, shared by the ``pe`` lanes over
+    :func:`~.requant.requant_units` ``(pe, sf)`` physical lanes unless ``thresholds``
+    replace it); the queue adds :attr:`~.stream.CreditQueue.latency`."""
+    units = requant_units(pe, sf, requantize and not thresholds)
+    return 5 + adder_tree_depth(simd) + requant_latency(pe, units, requantize)
 
 
 def mvau_weight_entries(weights: np.ndarray, pe: int, simd: int, weight_bits: int = 8
@@ -143,14 +147,17 @@ class MVAU(Component):
         self.requant = RequantPipe(name, pe, mh, bias=bias, multiplier=multiplier,
                                    shift=shift, relu=relu, requantize=requantize,
                                    runtime=runtime, ff_style=ff_style, clamp=clamp,
-                                   thresholds=thresholds)
+                                   thresholds=thresholds,
+                                   # a PE group of accumulators every SF cycles at most
+                                   units=requant_units(pe, self.sf, thresholds is None))
         self.out_bits = self.requant.out_bits
         self.tree_depth = adder_tree_depth(simd)
         # issue -> memory data (1) -> fabric regs (2) -> product (3) -> product (4)
         # -> tree levels -> accumulator
         self.acc_latency = 5 + self.tree_depth
         self.latency = self.acc_latency + self.requant.latency
-        assert self.latency == mvau_latency(simd, requantize)
+        assert self.latency == mvau_latency(simd, requantize, pe=pe, sf=self.sf,
+                                            thresholds=thresholds is not None)
         self.queue_depth = credit_depth(self.latency, self.sf)
         self.word_bits = weight_bits * simd
         members = {"i": In(stream.Signature(8 * simd)),
