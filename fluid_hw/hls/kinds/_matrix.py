@@ -21,7 +21,8 @@ from ..stage_info import INT32, FixedPoint, Values, broadcast, param_value
 from ..stages import Resources, memory_resources
 
 __all__ = ["requant_tail", "requant_format", "threshold_format", "acc_format", "stage_clamp",
-           "requant_arrays", "matrix_arrays", "window_args", "check_weights", "fifo_storage",
+           "requant_arrays", "matrix_arrays", "window_args", "check_weights", "weight_layout",
+           "fifo_storage",
            "tree_bits", "matrix_memories", "matrix_lut", "lane_memories", "lane_resources",
            "lane_lut", "LaneCosts"]
 
@@ -33,6 +34,13 @@ def check_weights(b: Any, op: Any, name: str, wname: str) -> Any:
                             "accelerator's multipliers take int8 (quantise with "
                             "weight_bits 8 or 4)")
     return wv
+
+
+def weight_layout(op: Any) -> dict[str, int]:
+    """``{"weight_bits": b}`` where the layer's weights are narrower than 8 bits
+    (``weight_bits`` 1-7: the stage holds them at that width, 1 bipolar), else ``{}``."""
+    bits = int(op.attr("weight_bits")) if op.has_attr("weight_bits") else 8
+    return {"weight_bits": bits} if bits < 8 else {}
 
 
 def requant_tail(b: Any, chain: Sequence[int], k: int, name: str

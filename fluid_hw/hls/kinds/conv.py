@@ -25,7 +25,14 @@ from ..stages import (
 )
 from ._base import StageKind
 from ._image import lower_convolution, row_buffer, window_memories
-from ._matrix import matrix_arrays, matrix_lut, matrix_memories, stage_clamp, window_args
+from ._matrix import (
+    matrix_arrays,
+    matrix_lut,
+    matrix_memories,
+    stage_clamp,
+    weight_layout,
+    window_args,
+)
 
 
 def _matches(program: Any, op: Any) -> bool:
@@ -46,6 +53,7 @@ def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredSt
          "stream": "HWC"})
     m, c, kh, kw = st.geometry["filter"]
     st.fold_dims = (c * kh * kw, m)
+    st.layout.update(weight_layout(b.ops[chain[k]]))
     return st, used
 
 
@@ -55,7 +63,7 @@ def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode
     return ConvStage(st.name, st.in_shape, st.geometry["filter"][0],  # type: ignore[arg-type]
                      pe=pe, simd=simd, relu=st.relu, weights_mode=mode,
                      requantize=st.requantize, clamp=stage_clamp(st), **window_args(st),
-                     **arrays)
+                     weight_bits=int(st.layout.get("weight_bits", 8)), **arrays)
 
 
 def _cycles(s: Any, lanes: tuple[int, int]) -> int:

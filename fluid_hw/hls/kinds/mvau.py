@@ -26,6 +26,7 @@ from ._matrix import (
     matrix_memories,
     requant_tail,
     stage_clamp,
+    weight_layout,
 )
 
 
@@ -47,7 +48,8 @@ def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredSt
     hwc = len(img) == 3 and int(np.prod(img)) == kk and \
         np.array_equal(col_perm, hwc_order(*img))
     layout = {"weights": "W [K, C] transposed to [C, K]",
-              "columns": "identity" if ident else "hwc" if hwc else "permuted"}
+              "columns": "identity" if ident else "hwc" if hwc else "permuted",
+              **weight_layout(op)}
     st = LoweredStage(name, "mvau", op.type, used, cur.var, out, cur.shape, (cc,), cur.fmt,
                       out_fmt, np.arange(cc), {"weights": wname, "bias": bname, **rq},
                       layout, {}, relu, requantize, col_perm=col_perm, fold_dims=(kk, cc))
@@ -60,7 +62,7 @@ def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode
     arrays, mode = matrix_arrays(st, values, mode, lambda w: np.asarray(w).T[:, st.col_perm])
     return MVAUStage(st.name, st.mw, st.mh, pe=pe, simd=simd, relu=st.relu,
                      weights_mode=mode, requantize=st.requantize, clamp=stage_clamp(st),
-                     **arrays)
+                     weight_bits=int(st.layout.get("weight_bits", 8)), **arrays)
 
 
 def _resources(s: Any, lanes: tuple[int, int]) -> Resources:
