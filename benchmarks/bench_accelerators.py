@@ -522,8 +522,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "random-data models (default 32)")
     ap.add_argument("--placer", help="nextpnr placer (default: the board's)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")
+    ap.add_argument("--table", action="store_true", help="only print the table of "
+                    "OUT/results.json (what earlier runs measured)")
     args = ap.parse_args(argv)
     names = args.model or list(BENCH_MODELS)
+    if args.table:
+        results = load_results(args.out / "results.json")
+        print(table({k: results[k] for k in names if k in results}))
+        return 0
     opts = BenchOptions(out=args.out, fraction=args.fraction, bitstream=not args.no_bitstream,
                         inputs=args.inputs, placer=args.placer)
     results = run(names, opts)
