@@ -26,8 +26,9 @@ calibration batch):
   input ``min(range(Cell), sat_tanh) / 127``;
 * gate outputs (table outputs) at ``1 / 127``: 127 is exactly 1.0 (a forget gate at
   1 keeps the cell unchanged);
-* every sum requantiser's multipliers share one shift: the largest ``n`` with every
-  ``m_j = round_half_even(M_j 2^n) <= 2^15 - 1`` (:func:`common_params`).
+* each term of a sum requantiser has its own multiplier and shift, chosen as for
+  ``requantize`` (``quantize.requant_params``: full 15-bit precision); the terms are
+  aligned by left shifts, so no term loses precision to another (:func:`term_params`).
 
 Tables: ``Table[q + 128] = clamp(round_half_even(f(q * s_g) * 127), -128, 127)``, ``f``
 in float64.
@@ -43,14 +44,13 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..errors import QuantizationError
-from ..ir.ops.quant import MULTIPLIER_MAX, SHIFT_MAX
 from ..ir.ops.quant_rnn import GATE_ONE
 from ..ir.program import Operator, Program, VarType
 from ._graph import OpSpec, add_param
 from .base import get_value
 from .precision import acc_bits, int_range, max_abs
 
-__all__ = ["RECURRENT_OPS", "RecurrentObserver", "RecurrentPlan", "common_params",
+__all__ = ["RECURRENT_OPS", "RecurrentObserver", "RecurrentPlan", "term_params",
            "emit_recurrence", "gate_table", "plan_recurrence"]
 
 #: float ops this module quantises, and the layer each one is
@@ -134,24 +134,16 @@ class RecurrentObserver:
 
 # -- integer helpers ---------------------------------------------------------------------
 
-def common_params(multipliers: list[float], what: str) -> tuple[list[int], int]:
-    """``(m_j, n)``: one shift for several terms of a sum requantiser, the largest ``n``
-    in ``[0, 47]`` with every ``m_j = round_half_even(M_j 2^n) <= 2^15 - 1``."""
-    big = max(multipliers)
-    if not all(math.isfinite(v) and v >= 0 for v in multipliers):
-        raise QuantizationError(f"{what}: requantisation multipliers {multipliers} must be "
-                                "finite and >= 0")
-    if big == 0:
-        return [0] * len(multipliers), 0
-    n = SHIFT_MAX
-    while n > 0 and round(big * 2.0**n) > MULTIPLIER_MAX:
-        n -= 1
-    ms = [int(np.rint(v * 2.0**n)) for v in multipliers]
-    if max(ms) > MULTIPLIER_MAX:
-        raise QuantizationError(f"{what}: the multiplier {big:.6g} is too large for "
-                                "m < 2^15 even with no shift; the output scale is far "
-                                "smaller than the inputs'")
-    return ms, n
+def term_params(multipliers: list[float], what: str) -> tuple[list[int], list[int]]:
+    """``([m_j], [n_j])``: each term's multiplier and shift as ``requantize``'s
+    (``m_j 2^-n_j ~ M_j``, ``m_j <= 2^15 - 1`` with the largest ``n_j <= 47``)."""
+    from .quantize import requant_params
+
+    try:
+        pairs = [requant_params(float(v)) for v in multipliers]
+    except QuantizationError as e:
+        raise QuantizationError(f"{what}: {e}") from None
+    return [m for m, _ in pairs], [n for _, n in pairs]
 
 
 def gate_table(act: str, s_in: float) -> np.ndarray:
@@ -324,7 +316,7 @@ def emit_recurrence(qz: Any, plan: RecurrentPlan) -> None:
     tables = [gate_table(a, float(s)) for (_, a), s in zip(gates, s_g)]
     cols = ngates * d
     gm = np.zeros((3 if lstm else 2, cols), np.int32)
-    gs = np.zeros(cols, np.int32)
+    gs = np.zeros((3 if lstm else 2, cols), np.int32)
     ins: dict[str, list[str]] = {"Input": [acc]}
     attrs: dict[str, Any] = {"is_reverse": op.attr("is_reverse"),
                              "in_scale": [float(v) for v in s_acc],
@@ -348,8 +340,8 @@ def emit_recurrence(qz: Any, plan: RecurrentPlan) -> None:
         terms = [s_acc[j] / sg, s_h * np.float64(s_wh[j]) / sg]
         if lstm:
             terms.append(s_c * s_wp[g - 1] / sg if g > 0 else 0.0)
-        ms, n = common_params([float(v) for v in terms], f"{op.type} -> {hidden}, column {j}")
-        gm[:, j], gs[j] = ms, n
+        ms, ns = term_params([float(v) for v in terms], f"{op.type} -> {hidden}, column {j}")
+        gm[:, j], gs[:, j] = ms, ns
     one = 1.0 / GATE_ONE
     h_bits = VarType.INT8
     hq = qz.new_var(f"{hidden}.int8", hidden, h_bits)
@@ -359,12 +351,12 @@ def emit_recurrence(qz: Any, plan: RecurrentPlan) -> None:
         ins["C0"] = _initial(qz, op, "C0", float(s_c), 16)
         tables.append(gate_table("tanh", float(_cell_tanh_scale(qz, op))))
         s_ct = np.float64(_cell_tanh_scale(qz, op))
-        mc, nc = common_params([one, one * one / s_c], f"lstm -> {hidden}: the cell update")
-        (mt,), nt = common_params([float(s_c / s_ct)], f"lstm -> {hidden}: tanh(cell)")
-        (mh,), nh = common_params([float(one * one / s_h)], f"lstm -> {hidden}: the hidden "
-                                  "state")
+        mc, nc = term_params([one, one * one / s_c], f"lstm -> {hidden}: the cell update")
+        (mt,), (nt,) = term_params([float(s_c / s_ct)], f"lstm -> {hidden}: tanh(cell)")
+        (mh,), (nh,) = term_params([float(one * one / s_h)], f"lstm -> {hidden}: the hidden "
+                                   "state")
         attrs.update(use_peepholes=op.attr("use_peepholes"), cell_multipliers=mc,
-                     cell_shift=nc, cell_tanh_multiplier=mt, cell_tanh_shift=nt,
+                     cell_shifts=nc, cell_tanh_multiplier=mt, cell_tanh_shift=nt,
                      hidden_multiplier=mh, hidden_shift=nh, cell_scale=float(s_c))
         cell = op.output("Cell")[0]
         cq = qz.new_var(f"{cell}.int16", cell, VarType.INT16)
@@ -372,10 +364,10 @@ def emit_recurrence(qz: Any, plan: RecurrentPlan) -> None:
         qz.qvars[cell] = (cq, np.float32(s_c))
         qz.fmt[cell] = (16, "signed")
     else:
-        (mr,), nr = common_params([one], f"gru -> {hidden}: r * h")
-        mh2, nh2 = common_params([one * one / s_h, one], f"gru -> {hidden}: the hidden state")
+        (mr,), (nr,) = term_params([one], f"gru -> {hidden}: r * h")
+        mh2, nh2 = term_params([one * one / s_h, one], f"gru -> {hidden}: the hidden state")
         attrs.update(origin_mode=op.attr("origin_mode"), reset_multiplier=mr, reset_shift=nr,
-                     hidden_multipliers=mh2, hidden_shift=nh2)
+                     hidden_multipliers=mh2, hidden_shifts=nh2)
     ins["Weight"] = [add_param(qz.block, qz.scope, f"{op.input('Weight')[0]}.int8", whq)]
     ins["GateMultiplier"] = [add_param(qz.block, qz.scope, f"{hidden}.gate_multiplier", gm)]
     ins["GateShift"] = [add_param(qz.block, qz.scope, f"{hidden}.gate_shift", gs)]

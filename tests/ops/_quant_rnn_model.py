@@ -14,10 +14,11 @@ import fluid_hw as fluid
 ONE = 127  # a gate table's 1.0
 
 
-def srq(terms: list[tuple[int, int]], n: int, lo: int, hi: int) -> int:
-    """The sum requantiser: clamp((sum p * m + 2^(n-1)) >> n, lo, hi) (no rounding term
-    when n = 0; >> floors)."""
-    s = sum(int(p) * int(m) for p, m in terms)
+def srq(terms: list[tuple[int, int, int]], lo: int, hi: int) -> int:
+    """The sum requantiser: n = the largest term shift, clamp((sum p * m * 2^(n - n_j) +
+    2^(n-1)) >> n, lo, hi) (no rounding term when n = 0; >> floors)."""
+    n = max(int(k) for _, _, k in terms)
+    s = sum(int(p) * int(m) * 2 ** (n - int(k)) for p, m, k in terms)
     if n > 0:
         s += 1 << (n - 1)
     return min(max(s >> n, lo), hi)
@@ -42,7 +43,7 @@ def lstm_model(x: np.ndarray, lengths: list[int], p: dict[str, Any], a: dict[str
     gs = p["GateShift"].tolist()
     t = p["Tables"].astype(int).tolist()
     pp = p["Peephole"].astype(int).tolist() if a["use_peepholes"] else [[0] * d] * 3
-    mc, nc = a["cell_multipliers"], a["cell_shift"]
+    mc, nc = a["cell_multipliers"], a["cell_shifts"]
     hid = np.zeros((x.shape[0], d), np.int8)
     cel = np.zeros((x.shape[0], d), np.int16)
     xs = x.astype(int).tolist()
@@ -52,19 +53,19 @@ def lstm_model(x: np.ndarray, lengths: list[int], p: dict[str, Any], a: dict[str
         for r in rows:
             acc = [sum(h[e] * w[e][j] for e in range(d)) for j in range(4 * d)]
 
-            def z(j: int, peep: int) -> int:
-                return srq([(xs[r][j], gm[0][j]), (acc[j], gm[1][j]), (peep, gm[2][j])],
-                           gs[j], -128, 127)
+            def z(j: int, peep: int, xr: list[int] = xs[r], acc: list[int] = acc) -> int:
+                return srq([(xr[j], gm[0][j], gs[0][j]), (acc[j], gm[1][j], gs[1][j]),
+                            (peep, gm[2][j], gs[2][j])], -128, 127)
 
             hn, cn = [0] * d, [0] * d
             for u in range(d):
                 g = t[0][z(u, 0) + 128]
                 i = t[1][z(d + u, c[u] * pp[0][u]) + 128]
                 f = t[2][z(2 * d + u, c[u] * pp[1][u]) + 128]
-                cn[u] = srq([(f * c[u], mc[0]), (i * g, mc[1])], nc, -32768, 32767)
+                cn[u] = srq([(f * c[u], mc[0], nc[0]), (i * g, mc[1], nc[1])], -32768, 32767)
                 o = t[3][z(3 * d + u, cn[u] * pp[2][u]) + 128]
-                q = srq([(cn[u], a["cell_tanh_multiplier"])], a["cell_tanh_shift"], -128, 127)
-                hn[u] = srq([(o * t[4][q + 128], a["hidden_multiplier"])], a["hidden_shift"],
+                q = srq([(cn[u], a["cell_tanh_multiplier"], a["cell_tanh_shift"])], -128, 127)
+                hn[u] = srq([(o * t[4][q + 128], a["hidden_multiplier"], a["hidden_shift"])],
                             -128, 127)
             h, c = hn, cn
             hid[r], cel[r] = h, c
@@ -79,25 +80,25 @@ def gru_model(x: np.ndarray, lengths: list[int], p: dict[str, Any], a: dict[str,
     gm = p["GateMultiplier"].tolist()
     gs = p["GateShift"].tolist()
     t = p["Tables"].astype(int).tolist()
-    mh, nh = a["hidden_multipliers"], a["hidden_shift"]
+    mh, nh = a["hidden_multipliers"], a["hidden_shifts"]
     hid = np.zeros((x.shape[0], d), np.int8)
     xs = x.astype(int).tolist()
     for s, rows in enumerate(_rows(lengths, a["is_reverse"])):
         h = [int(v) for v in h0[s]] if h0 is not None else [0] * d
         for r in rows:
-            def z(j: int, acc: int) -> int:
-                return srq([(xs[r][j], gm[0][j]), (acc, gm[1][j])], gs[j], -128, 127)
+            def z(j: int, acc: int, xr: list[int] = xs[r]) -> int:
+                return srq([(xr[j], gm[0][j], gs[0][j]), (acc, gm[1][j], gs[1][j])], -128, 127)
 
             upd = [t[0][z(j, sum(h[e] * w[e][j] for e in range(d))) + 128] for j in range(d)]
             rst = [t[1][z(d + j, sum(h[e] * w[e][d + j] for e in range(d))) + 128]
                    for j in range(d)]
-            rh = [srq([(rst[j] * h[j], a["reset_multiplier"])], a["reset_shift"], -128, 127)
+            rh = [srq([(rst[j] * h[j], a["reset_multiplier"], a["reset_shift"])], -128, 127)
                   for j in range(d)]
             hn = []
             for j in range(d):
                 cand = t[2][z(2 * d + j, sum(rh[e] * w[e][2 * d + j] for e in range(d))) + 128]
                 gc, gh = (ONE - upd[j], upd[j]) if a["origin_mode"] else (upd[j], ONE - upd[j])
-                hn.append(srq([(gc * cand, mh[0]), (gh * h[j], mh[1])], nh, -128, 127))
+                hn.append(srq([(gc * cand, mh[0], nh[0]), (gh * h[j], mh[1], nh[1])], -128, 127))
             h = hn
             hid[r] = h
     return hid

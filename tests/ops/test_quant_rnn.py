@@ -10,7 +10,7 @@ import pytest
 
 from fluid_hw.backends.cpu.kernels import quant_rnn as rnn_kernels
 from fluid_hw.errors import ExecutionError, ShapeError
-from tests.ops._quant_rnn_model import gru_model, lstm_model, run_cell
+from tests.ops._quant_rnn_model import gru_model, lstm_model, run_cell, srq
 
 D = 6
 #: lengths 1..50 with several sequences of length 1, in no order
@@ -21,10 +21,10 @@ def _params(rng: np.random.Generator, gates: int, terms: int, peep: bool) -> dic
     cols = gates * D
     p = {"Weight": rng.integers(-127, 128, (D, cols)).astype(np.int8),
          "GateMultiplier": rng.integers(0, 2**15, (terms, cols)).astype(np.int32),
-         "GateShift": rng.integers(20, 27, cols).astype(np.int32),
+         "GateShift": rng.integers(20, 27, (terms, cols)).astype(np.int32),
          "Tables": rng.integers(-128, 128, (5 if gates == 4 else 3, 256)).astype(np.int8)}
     if terms == 3:
-        p["GateMultiplier"][2] >>= 6  # the peephole term (c is int16)
+        p["GateShift"][2] += 6  # the peephole term (c is int16)
     if peep:
         p["Peephole"] = rng.integers(-127, 128, (3, D)).astype(np.int8)
     return p
@@ -42,8 +42,8 @@ def test_quantized_lstm_matches_the_python_int_model(peep, reverse, initial):
     p = _params(rng, 4, 3, peep)
     x = _input(rng, 4)
     attrs = {"use_peepholes": peep, "is_reverse": reverse,
-             "cell_multipliers": [int(rng.integers(0, 2**15)), int(rng.integers(0, 2**15))],
-             "cell_shift": 14, "cell_tanh_multiplier": int(rng.integers(0, 2**15)),
+             "cell_multipliers": [int(v) for v in rng.integers(2**14, 2**15, 2)],
+             "cell_shifts": [20, 12], "cell_tanh_multiplier": int(rng.integers(0, 2**15)),
              "cell_tanh_shift": 20, "hidden_multiplier": int(rng.integers(2**14, 2**15)),
              "hidden_shift": 19}
     init = {}
@@ -70,13 +70,33 @@ def test_quantized_gru_matches_the_python_int_model(origin, reverse, initial):
     attrs = {"is_reverse": reverse, "origin_mode": origin,
              "reset_multiplier": int(rng.integers(0, 2**15)), "reset_shift": 15,
              "hidden_multipliers": [int(rng.integers(0, 2**15)), int(rng.integers(0, 2**15))],
-             "hidden_shift": 20}
+             "hidden_shifts": [20, 22]}
     init = {"H0": rng.integers(-128, 128, (len(LENGTHS), D)).astype(np.int8)} if initial \
         else {}
     got = run_cell("quantized_gru", x, LENGTHS, p, attrs, init)
     assert got["Hidden"].dtype == np.int8
     np.testing.assert_array_equal(got["Hidden"], gru_model(x, LENGTHS, p, attrs,
                                                            init.get("H0")))
+
+
+@pytest.mark.parametrize("shifts", [(0, 30), (20, 26), (0, 47), (47, 47)])
+def test_sum_requantiser_is_exact_at_any_width(shifts):
+    """Terms aligned by left shifts: the kernel's int64 path (the aligned sum below 2^62)
+    and its Python-int path (beyond) both give the model's integers, ties included."""
+    rng = np.random.default_rng(list(shifts))
+    n = 400
+    p1 = rng.integers(-2**31, 2**31, n)
+    p1[:20] = [-2**31, 2**31 - 1, 0, 1, -1, *rng.integers(-4, 5, 15)]
+    p2 = rng.integers(-2**22, 2**22, n)
+    m1, m2 = rng.integers(0, 2**15, n), rng.integers(0, 2**15, n)
+    m1[:3] = m2[:3] = 2**15 - 1
+    got = rnn_kernels.srq([(p1, m1, shifts[0]), (p2, m2, shifts[1])], -32768, 32767)
+    want = [srq([(a, b, shifts[0]), (c, d, shifts[1])], -32768, 32767)
+            for a, b, c, d in zip(p1.tolist(), m1.tolist(), p2.tolist(), m2.tolist())]
+    assert got.tolist() == want
+    # ties round half up: (x * 1 + 2^(n-1)) >> n with x = +-2^(n-1)
+    assert rnn_kernels.srq([(np.array([4, -4, 12, -12]), 1, 3)], -128, 127).tolist() == \
+        [1, 0, 2, -1]
 
 
 def test_each_sequence_starts_from_its_own_state():
@@ -86,7 +106,7 @@ def test_each_sequence_starts_from_its_own_state():
     p = _params(rng, 3, 2, False)
     x = _input(rng, 3)
     attrs = {"is_reverse": False, "origin_mode": False, "reset_multiplier": 258,
-             "reset_shift": 15, "hidden_multipliers": [9000, 258], "hidden_shift": 15}
+             "reset_shift": 15, "hidden_multipliers": [9000, 16513], "hidden_shifts": [15, 21]}
     whole = run_cell("quantized_gru", x, LENGTHS, p, attrs)["Hidden"]
     start = 0
     for n in LENGTHS[:4]:
@@ -112,7 +132,7 @@ def test_the_ops_check_their_inputs():
     rng = np.random.default_rng(5)
     p = _params(rng, 4, 3, True)
     x = _input(rng, 4)
-    attrs = {"use_peepholes": True, "cell_multipliers": [1, 1], "cell_shift": 0,
+    attrs = {"use_peepholes": True, "cell_multipliers": [1, 1], "cell_shifts": [0, 0],
              "cell_tanh_multiplier": 1, "cell_tanh_shift": 0, "hidden_multiplier": 1,
              "hidden_shift": 0}
     no_peep = {k: v for k, v in p.items() if k != "Peephole"}
@@ -120,14 +140,14 @@ def test_the_ops_check_their_inputs():
         run_cell("quantized_lstm", x, LENGTHS, no_peep, attrs)
     with pytest.raises(ShapeError, match=r"Tables must have shape \[5, 256\]"):
         run_cell("quantized_lstm", x, LENGTHS, {**p, "Tables": p["Tables"][:3]}, attrs)
-    with pytest.raises(ShapeError, match="Input .* must be int32"):
+    with pytest.raises(ShapeError, match=r"Input .* must be int32"):
         run_cell("quantized_lstm", x.astype(np.int8), LENGTHS, p, attrs)
     with pytest.raises(ShapeError, match=r"cell_multipliers needs 2 value\(s\)"):
         run_cell("quantized_lstm", x, LENGTHS, p, {**attrs, "cell_multipliers": [1]})
     with pytest.raises(ExecutionError, match=r"H0 has shape \[2, 6\]; the batch has 12 "
                        "sequences"):
         run_cell("quantized_lstm", x, LENGTHS, p, attrs, {"H0": np.zeros((2, D), np.int8)})
-    bad = {**p, "GateShift": np.full(4 * D, 48, np.int32)}
+    bad = {**p, "GateShift": np.full((3, 4 * D), 48, np.int32)}
     with pytest.raises(ExecutionError, match=r"GateShift holds 48 .. 48; each value must lie "
                        r"in \[0, 47\]"):
         run_cell("quantized_lstm", x, LENGTHS, bad, attrs)

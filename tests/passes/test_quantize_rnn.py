@@ -15,7 +15,7 @@ import fluid_hw as fluid
 from fluid_hw import layers
 from fluid_hw.errors import QuantizationError
 from fluid_hw.passes.quantize import QuantConfig, quantize
-from fluid_hw.passes.quantize_rnn import SIGMOID_SAT, TANH_SAT, common_params, gate_table
+from fluid_hw.passes.quantize_rnn import SIGMOID_SAT, TANH_SAT, gate_table, term_params
 from tests.ops._quant_rnn_model import gru_model, lstm_model
 
 VOCAB, EMB, HIDDEN = 10, 16, 32
@@ -198,18 +198,18 @@ def test_unsupported_activations_name_the_op_and_the_ways_out(cell, kw, what):
         assert np.abs(np.asarray(got) - np.asarray(want)).max() < 0.1
 
 
-def test_tables_and_shared_shifts():
-    """The tables saturate where the docs say, and a sum requantiser's terms share the
-    largest shift that keeps every multiplier below 2^15."""
+def test_tables_and_term_parameters():
+    """The tables saturate where the docs say; each term of a sum requantiser keeps 15
+    significant bits (1/127, the gate scale, is exact to 2^-15)."""
     sig = gate_table("sigmoid", SIGMOID_SAT / 127)
     assert sig[0] == 0 and sig[255] == 127 and sig[128] == 64  # sigmoid(0) * 127 = 63.5
     assert sig[1] == 0 and sig[254] == 127  # on the rails before the last entries
     th = gate_table("tanh", TANH_SAT / 127)
     assert th[0] == -127 and th[255] == 127 and th[128] == 0
     assert np.all(np.diff(sig.astype(int)) >= 0) and np.all(np.diff(th.astype(int)) >= 0)
-    ms, n = common_params([0.5, 0.001], "test")
-    assert ms == [round(0.5 * 2**n), round(0.001 * 2**n)] and ms[0] <= 2**15 - 1 < \
-        round(0.5 * 2 ** (n + 1))
-    assert common_params([0.0, 0.0], "test") == ([0, 0], 0)
-    with pytest.raises(QuantizationError, match="too large for m < 2\\^15"):
-        common_params([1e6], "the cell update")
+    ms, ns = term_params([1 / 127, 0.001, 0.0], "test")
+    assert ms[2] == ns[2] == 0
+    for m, n, want in zip(ms[:2], ns[:2], [1 / 127, 0.001]):
+        assert 2**14 <= m <= 2**15 - 1 and abs(m * 2.0**-n - want) <= want * 2**-15
+    with pytest.raises(QuantizationError, match="the cell update: requantisation multiplier"):
+        term_params([1e6], "the cell update")

@@ -7,12 +7,16 @@ Every step is one of four hardware primitives: int8 x int8 products summed in an
 int32 accumulator (the hidden-to-hidden matrix-vector product), a *sum requantiser*,
 a 256-entry int8 table, and element-wise int8 / int16 products.
 
-Sum requantiser (``requantize``'s contract with several terms sharing one shift):
-for integer products ``p_j`` and multipliers ``m_j`` in ``[0, 2^15 - 1]``, shift
-``n`` in ``[0, 47]``::
+Sum requantiser (``quantized_add``'s contract, for any number of terms): integer
+products ``p_j``, each with a multiplier ``m_j`` in ``[0, 2^15 - 1]`` and a shift ``n_j``
+in ``[0, 47]`` (``p_j`` real scale over the output's ~ ``m_j 2^-n_j``); ``n = max_j
+n_j``::
 
-    SRQ(p, m; n; lo, hi) = clamp((sum_j p_j * m_j + R(n)) >> n, lo, hi)
+    SRQ([(p_j, m_j, n_j)]; lo, hi) = clamp((sum_j p_j * m_j * 2^(n - n_j) + R(n)) >> n,
+                                           lo, hi)
     R(n) = 2^(n-1) if n > 0 else 0      (>> arithmetic: round half up, toward +inf)
+
+exact (no intermediate rounding: each term is aligned by a left shift).
 
 Gate tables output integers at scale 1/127 (the integer 127 stands for 1.0).
 
@@ -22,27 +26,32 @@ gate ``k = j // D``, unit ``d = j % D``).  Per sequence, ``h`` (int8) and ``c``
 step (last row first with ``is_reverse``) with ``x`` the step's row of Input (int32)::
 
     a[j]  = sum_e h[e] * Weight[e, j]                               (int32)
-    z[j]  = SRQ([x[j], a[j], pp[j]], GateMultiplier[:, j]; GateShift[j]; -128, 127)
-            pp = c_prev[d] * Peephole[0, d] (input gate), c_prev[d] * Peephole[1, d]
-            (forget gate), c_new[d] * Peephole[2, d] (output gate, after c_new),
-            0 for the candidate or without peepholes
+    z[j]  = SRQ([(x[j], GM[0, j], GS[0, j]), (a[j], GM[1, j], GS[1, j]),
+                 (pp[j], GM[2, j], GS[2, j])]; -128, 127)
+            (GM, GS = GateMultiplier, GateShift); pp = c_prev[d] * Peephole[0, d]
+            (input gate), c_prev[d] * Peephole[1, d] (forget gate), c_new[d] *
+            Peephole[2, d] (output gate, after c_new), 0 for the candidate or without
+            peepholes
     g = Tables[0][z_g + 128], i = Tables[1][z_i + 128], f = Tables[2][z_f + 128]
-    c_new = SRQ([f * c_prev, i * g], cell_multipliers; cell_shift; -32768, 32767)
+    c_new = SRQ([(f * c_prev, cell_multipliers[0], cell_shifts[0]),
+                 (i * g, cell_multipliers[1], cell_shifts[1])]; -32768, 32767)
     o = Tables[3][z_o + 128]
-    u = SRQ([c_new], [cell_tanh_multiplier]; cell_tanh_shift; -128, 127)
-    h_new = SRQ([o * Tables[4][u + 128]], [hidden_multiplier]; hidden_shift; -128, 127)
+    u = SRQ([(c_new, cell_tanh_multiplier, cell_tanh_shift)]; -128, 127)
+    h_new = SRQ([(o * Tables[4][u + 128], hidden_multiplier, hidden_shift)]; -128, 127)
 
 ``quantized_gru`` (gates ``[update, reset, candidate]``)::
 
     a[j]  = sum_e h[e] * Weight[e, j]                     (j < 2D)
-    z[j]  = SRQ([x[j], a[j]], GateMultiplier[:, j]; GateShift[j]; -128, 127)
+    z[j]  = SRQ([(x[j], GM[0, j], GS[0, j]), (a[j], GM[1, j], GS[1, j])]; -128, 127)
     u = Tables[0][z_u + 128], r = Tables[1][z_r + 128]
-    rh = SRQ([r * h], [reset_multiplier]; reset_shift; -128, 127)
+    rh = SRQ([(r * h, reset_multiplier, reset_shift)]; -128, 127)
     a_c[d] = sum_e rh[e] * Weight[e, 2D + d]
-    z_c = SRQ([x[2D + d], a_c[d]], GateMultiplier[:, 2D + d]; GateShift[2D + d]; ...)
+    z_c = SRQ([(x[2D + d], GM[0, 2D + d], GS[0, 2D + d]), (a_c[d], GM[1, 2D + d],
+               GS[1, 2D + d])]; -128, 127)
     cand = Tables[2][z_c + 128]
-    h_new = SRQ([u * cand, (127 - u) * h], hidden_multipliers; hidden_shift; -128, 127)
-            (origin_mode: [(127 - u) * cand, u * h])
+    h_new = SRQ([(u * cand, hm[0], hs[0]), ((127 - u) * h, hm[1], hs[1])]; -128, 127)
+            (hm, hs = hidden_multipliers, hidden_shifts; origin_mode: (127 - u) * cand
+            and u * h)
 
 Input is the int32 accumulator of the input projection (``quantized_fc`` of the fc
 before the recurrence, with the recurrence's gate bias folded into its bias).
@@ -83,13 +92,11 @@ def _shape(ctx: InferContext, slot: str, want: list[int]) -> None:
 
 
 def _check_pair(ctx: InferContext, m_attr: str, n_attr: str, count: int) -> None:
-    ms = ctx.attr(m_attr)
-    ms = ms if isinstance(ms, list) else [ms]
-    ctx.check(len(ms) == count, f"{m_attr} needs {count} value(s), has {len(ms)}")
-    ctx.check(all(0 <= m <= MULTIPLIER_MAX for m in ms),
-              f"{m_attr} {ms} must lie in [0, {MULTIPLIER_MAX}]")
-    ctx.check(0 <= ctx.attr(n_attr) <= SHIFT_MAX,
-              f"{n_attr} {ctx.attr(n_attr)} must lie in [0, {SHIFT_MAX}]")
+    for a, hi in ((m_attr, MULTIPLIER_MAX), (n_attr, SHIFT_MAX)):
+        vs = ctx.attr(a)
+        vs = vs if isinstance(vs, list) else [vs]
+        ctx.check(len(vs) == count, f"{a} needs {count} value(s), has {len(vs)}")
+        ctx.check(all(0 <= v <= hi for v in vs), f"{a} {vs} must lie in [0, {hi}]")
 
 
 def _common(ctx: InferContext, gates: int, terms: int) -> tuple[int, int]:
@@ -112,7 +119,7 @@ def _common(ctx: InferContext, gates: int, terms: int) -> tuple[int, int]:
     _dtype(ctx, "GateMultiplier", VarType.INT32)
     _shape(ctx, "GateMultiplier", [terms, gates * d])
     _dtype(ctx, "GateShift", VarType.INT32)
-    _shape(ctx, "GateShift", [gates * d])
+    _shape(ctx, "GateShift", [terms, gates * d])
     _dtype(ctx, "Tables", VarType.INT8)
     return d, x.lod_level
 
@@ -128,7 +135,7 @@ def _common(ctx: InferContext, gates: int, terms: int) -> tuple[int, int]:
           "peephole weights (use_peepholes)"),
      Slot("GateMultiplier", doc="int32 [3, 4D]: the Input, hidden-product and peephole "
           "terms' multipliers of each column's sum requantiser"),
-     Slot("GateShift", doc="int32 [4D]: each column's shift"),
+     Slot("GateShift", doc="int32 [3, 4D]: those terms' shifts"),
      Slot("Tables", doc="int8 [5, 256]: candidate (tanh), input, forget, output "
           "(sigmoid), cell (tanh)")],
     [Slot("Hidden", doc="int8 [T, D], Input's LoD"),
@@ -136,7 +143,7 @@ def _common(ctx: InferContext, gates: int, terms: int) -> tuple[int, int]:
     [Attr("use_peepholes", "bool", True), Attr("is_reverse", "bool", False),
      Attr("cell_multipliers", "ints", doc="[f * c_prev term, i * g term]", min=0,
           max=MULTIPLIER_MAX),
-     Attr("cell_shift", "int", min=0, max=SHIFT_MAX),
+     Attr("cell_shifts", "ints", doc="their shifts", min=0, max=SHIFT_MAX),
      Attr("cell_tanh_multiplier", "int", doc="the cell (int16) to the cell table's int8 "
           "input", min=0, max=MULTIPLIER_MAX),
      Attr("cell_tanh_shift", "int", min=0, max=SHIFT_MAX),
@@ -160,7 +167,7 @@ def _infer_quantized_lstm(ctx: InferContext) -> None:
                   "(int8 [3, D])")
         _dtype(ctx, "Peephole", VarType.INT8)
         _shape(ctx, "Peephole", [3, d])
-    _check_pair(ctx, "cell_multipliers", "cell_shift", 2)
+    _check_pair(ctx, "cell_multipliers", "cell_shifts", 2)
     _check_pair(ctx, "cell_tanh_multiplier", "cell_tanh_shift", 1)
     _check_pair(ctx, "hidden_multiplier", "hidden_shift", 1)
     ctx.set_output("Hidden", [-1, d], VarType.INT8, lod_level=lvl)
@@ -175,7 +182,7 @@ def _infer_quantized_lstm(ctx: InferContext) -> None:
      Slot("Weight", doc="int8 [D, 3D]: hidden-to-hidden weights ([:, 2D:] read r * h)"),
      Slot("GateMultiplier", doc="int32 [2, 3D]: the Input and hidden-product terms' "
           "multipliers of each column's sum requantiser"),
-     Slot("GateShift", doc="int32 [3D]: each column's shift"),
+     Slot("GateShift", doc="int32 [2, 3D]: those terms' shifts"),
      Slot("Tables", doc="int8 [3, 256]: update, reset (sigmoid), candidate (tanh)")],
     [Slot("Hidden", doc="int8 [T, D], Input's LoD")],
     [Attr("is_reverse", "bool", False), Attr("origin_mode", "bool", False),
@@ -184,7 +191,7 @@ def _infer_quantized_lstm(ctx: InferContext) -> None:
      Attr("reset_shift", "int", min=0, max=SHIFT_MAX),
      Attr("hidden_multipliers", "ints", doc="[u * candidate term, (127 - u) * h term] "
           "(origin_mode: [(127 - u) * candidate, u * h])", min=0, max=MULTIPLIER_MAX),
-     Attr("hidden_shift", "int", min=0, max=SHIFT_MAX),
+     Attr("hidden_shifts", "ints", doc="their shifts", min=0, max=SHIFT_MAX),
      *_INFO],
     doc="A GRU over each sequence of Input in integers: int8 hidden state, int32 gate "
     "accumulators, sum requantisers and 256-entry tables (see the module docstring and "
@@ -194,7 +201,7 @@ def _infer_quantized_gru(ctx: InferContext) -> None:
     d, lvl = _common(ctx, 3, 2)
     _shape(ctx, "Tables", [len(GRU_TABLES), 256])
     _check_pair(ctx, "reset_multiplier", "reset_shift", 1)
-    _check_pair(ctx, "hidden_multipliers", "hidden_shift", 2)
+    _check_pair(ctx, "hidden_multipliers", "hidden_shifts", 2)
     ctx.set_output("Hidden", [-1, d], VarType.INT8, lod_level=lvl)
 
 

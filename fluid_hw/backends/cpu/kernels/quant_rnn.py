@@ -1,8 +1,8 @@
 """Golden kernels of the fixed-point recurrent cells (``ir/ops/quant_rnn.py``: the
 arithmetic; docs/fixed_point.md, "Recurrent cells": the contract).
 
-Integers only: int64 holds every intermediate exactly (a gate column's sum
-requantiser adds at most three terms below 2^46 each).  Time step ``t`` processes the
+Integers only: a sum requantiser's terms are int64 when their aligned sum provably
+fits (below 2^62), else Python ints; either way exact.  Time step ``t`` processes the
 sequences still active at ``t`` together, longest first, as the float ``lstm`` /
 ``gru`` kernels do: no padding, and each sequence's state starts from its row of
 H0 / C0 (or zero).
@@ -21,14 +21,32 @@ from .sequence import _lod_of, _Steps
 I64 = np.int64
 
 
-def srq(terms: list[tuple[np.ndarray | int, np.ndarray | int]], n: np.ndarray | int, lo: int,
-        hi: int) -> np.ndarray:
-    """The sum requantiser: ``clamp((sum p * m + R(n)) >> n, lo, hi)`` with ``R(n) =
-    2^(n-1)`` (0 when ``n = 0``), ``>>`` arithmetic (round half up)."""
-    acc = sum((np.asarray(p, I64) * np.asarray(m, I64) for p, m in terms), I64(0))
-    nn = np.asarray(n, I64)
-    half = np.where(nn > 0, I64(1) << np.maximum(nn - 1, 0), I64(0))
-    return np.clip((acc + half) >> nn, lo, hi)
+Term = tuple[np.ndarray | int, np.ndarray | int, np.ndarray | int]  # (p, m, n)
+
+
+def srq(terms: list[Term], lo: int, hi: int) -> np.ndarray:
+    """The sum requantiser: ``clamp((sum p * m * 2^(n - n_j) + R(n)) >> n, lo, hi)``
+    with ``n`` the largest term shift, ``R(n) = 2^(n-1)`` (0 when ``n = 0``), ``>>``
+    arithmetic (round half up)."""
+    ts = [(np.asarray(p, I64), np.asarray(m, I64), np.asarray(k, I64)) for p, m, k in terms]
+    n = ts[0][2]
+    for _, _, k in ts[1:]:
+        n = np.maximum(n, k)
+    bound = sum(int(np.abs(p).max(initial=0)) * int(m.max(initial=0)) *
+                2 ** int((n - k).max(initial=0)) for p, m, k in ts)
+    big = bound >= 2**62
+    acc: np.ndarray = np.asarray(0, object if big else I64)
+    for p, m, k in ts:
+        if big:  # exact in Python ints
+            acc = acc + p.astype(object) * m.astype(object) * \
+                (np.ones_like(n, object) << (n - k).astype(object))
+        else:
+            acc = acc + p * m * (I64(1) << (n - k))
+    half = np.where(n > 0, I64(1) << np.maximum(n - 1, 0), I64(0))
+    if big:
+        r = (acc + half.astype(object)) >> n.astype(object)
+        return np.clip(r, lo, hi).astype(I64)
+    return np.clip((acc + half) >> n, lo, hi)
 
 
 def _table(tables: np.ndarray, row: int, z: np.ndarray) -> np.ndarray:
@@ -54,7 +72,7 @@ def quantized_lstm(ctx: KernelContext) -> None:
     gm, gs = _gate_params(ctx)
     tables = ctx.input("Tables")
     peep = ctx.input("Peephole").astype(I64) if a["use_peepholes"] else np.zeros((3, d), I64)
-    mc = [int(v) for v in a["cell_multipliers"]]
+    mc, nc = list(a["cell_multipliers"]), list(a["cell_shifts"])
     steps = _Steps(lod, a["is_reverse"])
     h = steps.initial(ctx, "H0", d, np.dtype(np.int8)).astype(I64)
     c = steps.initial(ctx, "C0", d, np.dtype(np.int16)).astype(I64)
@@ -64,8 +82,9 @@ def quantized_lstm(ctx: KernelContext) -> None:
 
     def gate(k: int, xr: np.ndarray, acc: np.ndarray, pp: np.ndarray | int) -> np.ndarray:
         cols = slice(k * d, (k + 1) * d)
-        z = srq([(xr[:, cols], gm[0, cols]), (acc[:, cols], gm[1, cols]),
-                 (pp, gm[2, cols])], gs[cols], -128, 127)
+        z = srq([(xr[:, cols], gm[0, cols], gs[0, cols]),
+                 (acc[:, cols], gm[1, cols], gs[1, cols]),
+                 (pp, gm[2, cols], gs[2, cols])], -128, 127)
         return _table(tables, k, z)
 
     for n, rows in zip(steps.n, steps.rows):
@@ -75,10 +94,10 @@ def quantized_lstm(ctx: KernelContext) -> None:
         g = gate(0, xr, acc, 0)
         i = gate(1, xr, acc, cp * peep[0])
         f = gate(2, xr, acc, cp * peep[1])
-        cn = srq([(f * cp, mc[0]), (i * g, mc[1])], a["cell_shift"], -32768, 32767)
+        cn = srq([(f * cp, mc[0], nc[0]), (i * g, mc[1], nc[1])], -32768, 32767)
         o = gate(3, xr, acc, cn * peep[2])
-        u = srq([(cn, a["cell_tanh_multiplier"])], a["cell_tanh_shift"], -128, 127)
-        hn = srq([(o * _table(tables, 4, u), a["hidden_multiplier"])], a["hidden_shift"],
+        u = srq([(cn, a["cell_tanh_multiplier"], a["cell_tanh_shift"])], -128, 127)
+        hn = srq([(o * _table(tables, 4, u), a["hidden_multiplier"], a["hidden_shift"])],
                  -128, 127)
         hidden[rows], cell[rows] = hn, cn
         h[:n], c[:n] = hn, cn
@@ -94,7 +113,7 @@ def quantized_gru(ctx: KernelContext) -> None:
     d = w.shape[0]
     gm, gs = _gate_params(ctx)
     tables = ctx.input("Tables")
-    mh = [int(v) for v in a["hidden_multipliers"]]
+    mh, nh = list(a["hidden_multipliers"]), list(a["hidden_shifts"])
     steps = _Steps(lod, a["is_reverse"])
     h = steps.initial(ctx, "H0", d, np.dtype(np.int8)).astype(I64)
     hidden = np.empty((x.shape[0], d), np.int8)
@@ -103,13 +122,15 @@ def quantized_gru(ctx: KernelContext) -> None:
     for n, rows in zip(steps.n, steps.rows):
         hp = h[:n]
         xr = xs[rows]
-        z = srq([(xr[:, ur], gm[0, ur]), (hp @ w[:, ur], gm[1, ur])], gs[ur], -128, 127)
+        z = srq([(xr[:, ur], gm[0, ur], gs[0, ur]), (hp @ w[:, ur], gm[1, ur], gs[1, ur])],
+                -128, 127)
         u, r = _table(tables, 0, z[:, :d]), _table(tables, 1, z[:, d:])
-        rh = srq([(r * hp, a["reset_multiplier"])], a["reset_shift"], -128, 127)
-        zc = srq([(xr[:, cc], gm[0, cc]), (rh @ w[:, cc], gm[1, cc])], gs[cc], -128, 127)
+        rh = srq([(r * hp, a["reset_multiplier"], a["reset_shift"])], -128, 127)
+        zc = srq([(xr[:, cc], gm[0, cc], gs[0, cc]), (rh @ w[:, cc], gm[1, cc], gs[1, cc])],
+                 -128, 127)
         cand = _table(tables, 2, zc)
         gc, gh = (GATE_ONE - u, u) if a["origin_mode"] else (u, GATE_ONE - u)
-        hn = srq([(gc * cand, mh[0]), (gh * hp, mh[1])], a["hidden_shift"], -128, 127)
+        hn = srq([(gc * cand, mh[0], nh[0]), (gh * hp, mh[1], nh[1])], -128, 127)
         hidden[rows] = hn
         h[:n] = hn
     ctx.set_output("Hidden", hidden, lod=lod)
