@@ -179,6 +179,16 @@ def lut_product(m: Module, a: Value, b: Value, name: str, *, style: str = "plain
     """``a * b`` of the signed ``a`` (the weight, 1-8 bits) and signed ``b`` (the
     activation, 2-16 bits), :data:`LUT_PRODUCT_LATENCY` cycles later, in fabric: a
     signed ``len(a) + len(b)``-bit register, free-running."""
+    return _lut_product(m, a, b, name, style, _CUT)
+
+
+#: carry-chain levels before the middle register: the row-pair chains and the tree's
+#: first level (fewer flip-flops than a register after the row pairs, same Fmax)
+_CUT = 2
+
+
+def _lut_product(m: Module, a: Value, b: Value, name: str, style: str, cut: int
+                 ) -> Signal:
     _check_style(name, style)
     n, w = len(a), len(b)
     if not 1 <= n <= 8 or not 2 <= w <= 16:
@@ -209,20 +219,31 @@ def lut_product(m: Module, a: Value, b: Value, name: str, *, style: str = "plain
             else:
                 s = _fused_sum(m, r0, _row_bits(a[i + 1], b, 1, width, _AND), None,
                                f"{name}_r{i}", style)
-        reg = Signal(signed(width), name=f"{name}_q{i}")
-        m.d.sync += reg.eq(s)
-        terms.append(_Term(reg, i, lo, hi))
+        terms.append(_Term(s.as_signed(), i, lo, hi))
+    for level in range(1, cut):   # adder levels before the register
+        if len(terms) > 1:
+            terms = _tree_level(m, terms, f"{name}_t{level}")
+    regs = []
+    for k, t in enumerate(terms):
+        reg = Signal(signed(len(t.value)), name=f"{name}_q{k}")
+        m.d.sync += reg.eq(t.value)
+        regs.append(_Term(reg, t.shift, t.lo, t.hi))
+    terms = regs
+    level = cut
     while len(terms) > 1:
-        nxt = []
-        for j in range(0, len(terms) - 1, 2):
-            nxt.append(_combine(m, terms[j], terms[j + 1], f"{name}_t{len(terms)}_{j}"))
-        if len(terms) % 2:
-            nxt.append(terms[-1])
-        terms = nxt
+        terms = _tree_level(m, terms, f"{name}_t{level}")
+        level += 1
     (t,) = terms
     p = Signal(signed(n + w), name=f"{name}_p")
     m.d.sync += p.eq(t.value << t.shift)
     return p
+
+
+def _tree_level(m: Module, terms: list[_Term], name: str) -> list[_Term]:
+    """One level of the adder tree: neighbours summed, an odd last term passed on."""
+    nxt = [_combine(m, terms[j], terms[j + 1], f"{name}_{j}")
+           for j in range(0, len(terms) - 1, 2)]
+    return nxt + terms[len(terms) - len(terms) % 2:]
 
 
 def _combine(m: Module, t1: _Term, t2: _Term, name: str) -> _Term:
@@ -280,20 +301,20 @@ class LutCost:
 #: puts adders of 4 bits or fewer in LUT4s, hence the LUT4s of narrow activations);
 #: tests/rtl/test_lutmul.py checks entries against Yosys.
 _COSTS: dict[tuple[int, int], tuple[int, int, int]] = {
-    (1, 2): (0, 6, 2), (2, 2): (0, 8, 3), (3, 2): (4, 12, 4), (4, 2): (8, 14, 5),
-    (5, 2): (16, 18, 6), (6, 2): (29, 20, 7), (7, 2): (12, 24, 11), (8, 2): (13, 26, 12),
-    (1, 3): (0, 8, 3), (2, 3): (0, 10, 3), (3, 3): (11, 15, 6), (4, 3): (0, 17, 9),
-    (5, 3): (14, 22, 12), (6, 3): (0, 24, 15), (7, 3): (7, 29, 18), (8, 3): (0, 31, 22),
-    (1, 4): (0, 10, 3), (2, 4): (0, 12, 4), (3, 4): (0, 18, 9), (4, 4): (0, 20, 10),
-    (5, 4): (0, 26, 15), (6, 4): (0, 28, 16), (7, 4): (0, 34, 22), (8, 4): (0, 36, 23),
-    (1, 5): (0, 12, 4), (2, 5): (0, 14, 4), (3, 5): (0, 21, 11), (4, 5): (0, 23, 12),
-    (5, 5): (0, 30, 19), (6, 5): (0, 32, 20), (7, 5): (0, 39, 27), (8, 5): (0, 41, 29),
-    (1, 6): (0, 14, 4), (2, 6): (0, 16, 5), (3, 6): (0, 24, 12), (4, 6): (0, 26, 13),
-    (5, 6): (0, 34, 20), (6, 6): (0, 36, 21), (7, 6): (0, 44, 29), (8, 6): (0, 46, 30),
-    (1, 7): (0, 16, 5), (2, 7): (0, 18, 5), (3, 7): (0, 27, 14), (4, 7): (0, 29, 15),
-    (5, 7): (0, 38, 24), (6, 7): (0, 40, 25), (7, 7): (0, 49, 34), (8, 7): (0, 51, 36),
-    (1, 8): (0, 18, 5), (2, 8): (0, 20, 6), (3, 8): (0, 30, 15), (4, 8): (0, 32, 16),
-    (5, 8): (0, 42, 25), (6, 8): (0, 44, 26), (7, 8): (0, 54, 36), (8, 8): (0, 56, 37),
+    (1, 2): (0, 6, 2), (2, 2): (0, 8, 3), (3, 2): (3, 10, 4), (4, 2): (4, 12, 4),
+    (5, 2): (8, 16, 6), (6, 2): (9, 18, 7), (7, 2): (7, 20, 11), (8, 2): (8, 22, 11),
+    (1, 3): (0, 8, 3), (2, 3): (0, 10, 3), (3, 3): (6, 12, 5), (4, 3): (0, 14, 9),
+    (5, 3): (5, 19, 12), (6, 3): (0, 21, 15), (7, 3): (6, 23, 17), (8, 3): (0, 25, 22),
+    (1, 4): (0, 10, 3), (2, 4): (0, 12, 4), (3, 4): (0, 14, 9), (4, 4): (0, 16, 10),
+    (5, 4): (0, 22, 15), (6, 4): (0, 24, 16), (7, 4): (0, 26, 22), (8, 4): (0, 28, 23),
+    (1, 5): (0, 12, 4), (2, 5): (0, 14, 4), (3, 5): (0, 16, 11), (4, 5): (0, 18, 12),
+    (5, 5): (0, 25, 19), (6, 5): (0, 27, 20), (7, 5): (0, 29, 27), (8, 5): (0, 31, 29),
+    (1, 6): (0, 14, 4), (2, 6): (0, 16, 5), (3, 6): (0, 18, 12), (4, 6): (0, 20, 13),
+    (5, 6): (0, 28, 20), (6, 6): (0, 30, 21), (7, 6): (0, 32, 29), (8, 6): (0, 34, 30),
+    (1, 7): (0, 16, 5), (2, 7): (0, 18, 5), (3, 7): (0, 20, 14), (4, 7): (0, 22, 15),
+    (5, 7): (0, 31, 24), (6, 7): (0, 33, 25), (7, 7): (0, 35, 34), (8, 7): (0, 37, 36),
+    (1, 8): (0, 18, 5), (2, 8): (0, 20, 6), (3, 8): (0, 22, 15), (4, 8): (0, 24, 16),
+    (5, 8): (0, 34, 25), (6, 8): (0, 36, 26), (7, 8): (0, 38, 36), (8, 8): (0, 40, 37),
 }
 #: the same for :func:`bipolar_product`, by ``b_bits``
 _BIPOLAR_COSTS: dict[int, tuple[int, int, int]] = {
