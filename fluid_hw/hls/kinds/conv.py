@@ -1,6 +1,8 @@
 """Kind ``conv``: ``quantized_conv2d`` (groups 1) + ``requantize`` as a sliding-window
 generator in front of an MVAU; the filter ``[M, C, kh, kw]`` becomes the matrix
-``[M, (ky*kw + kx)*C + c]`` (window order "kkc"), images stream HWC."""
+``[M, (ky*kw + kx)*C + c]`` (window order "kkc"), images stream HWC.  A thin input
+(fewer channels than SIMD, ``ConvSpec.wide_window``) takes its windows from the wide
+generator, SIMD elements a cycle; its models are in :mod:`._image`."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from fluid_hw.rtl.mvau import mvau_latency
+from fluid_hw.rtl.swg_wide import wide_window_cycles
 
 from ..partition import LoweringError
 from ..stage_info import Cursor, LoweredStage, Values
@@ -24,7 +27,15 @@ from ..stages import (
     window_times,
 )
 from ._base import StageKind
-from ._image import lower_convolution, row_buffer, window_memories
+from ._image import (
+    lower_convolution,
+    row_buffer,
+    wide_window_lut,
+    wide_window_memories,
+    wide_window_resources,
+    wide_window_times,
+    window_memories,
+)
 from ._matrix import (
     matrix_arrays,
     matrix_lut,
@@ -69,15 +80,22 @@ def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode
 def _cycles(s: Any, lanes: tuple[int, int]) -> int:
     oh, ow = s.geometry.out_hw
     c, h, w = s.in_shape
-    return max(window_cycles(s.geometry, s.window_lanes), oh * ow * s.nf * s.sf,
-               h * w * c // s.window_lanes)
+    if s.wide_window:
+        windows = wide_window_cycles(s.geometry, s.simd, s.nf * s.sf, s.window_lanes)
+    else:
+        windows = window_cycles(s.geometry, s.window_lanes)
+    return max(windows, oh * ow * s.nf * s.sf, h * w * c // s.window_lanes)
 
 
 def _times(s: Any, lanes: tuple[int, int], t_in: np.ndarray) -> np.ndarray:
     g = s.geometry
-    n_w = g.window_size // s.window_lanes
-    cons = MVAUConsumer(n_w, s.simd // s.window_lanes, s.sf, s.nf)
-    window_times(t_in, g, s.window_lanes, cons)
+    if s.wide_window:
+        cons = MVAUConsumer(s.sf, 1, s.sf, s.nf)
+        wide_window_times(t_in, g, s.simd, cons)
+    else:
+        n_w = g.window_size // s.window_lanes
+        cons = MVAUConsumer(n_w, s.simd // s.window_lanes, s.sf, s.nf)
+        window_times(t_in, g, s.window_lanes, cons)
     lat = mvau_latency(s.simd, s.requantize, pe=s.pe, sf=s.sf,
                        thresholds=s.thresholds is not None)
     nf = np.arange(s.mh) // s.pe
@@ -86,8 +104,23 @@ def _times(s: Any, lanes: tuple[int, int], t_in: np.ndarray) -> np.ndarray:
 
 
 def _resources(s: Any, lanes: tuple[int, int]) -> Resources:
-    return mvau_resources(s.mw, s.mh, s.pe, s.simd, s.requantize, not s.runtime) + \
-        swg_resources(s.geometry, s.window_lanes)
+    if s.wide_window:
+        windows = wide_window_resources(s.geometry, s.simd)
+    else:
+        windows = swg_resources(s.geometry, s.window_lanes)
+    return mvau_resources(s.mw, s.mh, s.pe, s.simd, s.requantize, not s.runtime) + windows
+
+
+def _memories(s: Any, lanes: tuple[int, int]) -> list[tuple[int, int, str]]:
+    if s.wide_window:
+        return matrix_memories(s) + wide_window_memories(s.geometry)
+    return matrix_memories(s) + window_memories(s.geometry, s.window_lanes)
+
+
+def _lut(s: Any, lanes: tuple[int, int], cal: Any) -> float:
+    if s.wide_window:
+        return matrix_lut(s, cal) + wide_window_lut(s.geometry, s.simd, cal)
+    return matrix_lut(s, cal) + cal.per_window
 
 
 def _shape(s: Any) -> dict[str, Any]:
@@ -100,9 +133,8 @@ KIND = StageKind(
     name="conv", spec=ConvStage, report_op="quantized_conv2d",
     matches=_matches, lower=_lower, make_spec=_make_spec,
     cycles=_cycles, times=_times, resources=_resources,
-    memories=lambda s, lanes: matrix_memories(s) + window_memories(s.geometry,
-                                                                   s.window_lanes),
-    lut=lambda s, lanes, cal: matrix_lut(s, cal) + cal.per_window,
+    memories=_memories,
+    lut=_lut,
     shape=_shape,
     buffer=row_buffer,
     doc="convolution (groups 1) + requantisation: sliding windows into an MVAU",
