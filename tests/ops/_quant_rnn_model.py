@@ -104,6 +104,28 @@ def gru_model(x: np.ndarray, lengths: list[int], p: dict[str, Any], a: dict[str,
     return hid
 
 
+def lstm_unit_model(x: np.ndarray, c_prev: np.ndarray, p: dict[str, Any], a: dict[str, Any]
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(C int16, H int8) of quantized_lstm_unit (gates [input, forget, output, candidate])."""
+    d = c_prev.shape[1]
+    t = p["Tables"].astype(int).tolist()
+    gm, gs = p["GateMultiplier"].tolist()[0], p["GateShift"].tolist()[0]
+    mc, nc = a["cell_multipliers"], a["cell_shifts"]
+    c_out = np.zeros(c_prev.shape, np.int16)
+    h_out = np.zeros(c_prev.shape, np.int8)
+    for row in range(x.shape[0]):
+        for u in range(d):
+            i, f, o, g = (t[k][srq([(int(x[row, k * d + u]), gm[k * d + u], gs[k * d + u])],
+                                   -128, 127) + 128] for k in range(4))
+            c = srq([(f * int(c_prev[row, u]), mc[0], nc[0]), (i * g, mc[1], nc[1])], -32768,
+                    32767)
+            q = srq([(c, a["cell_tanh_multiplier"], a["cell_tanh_shift"])], -128, 127)
+            c_out[row, u] = c
+            h_out[row, u] = srq([(o * t[4][q + 128], a["hidden_multiplier"],
+                                  a["hidden_shift"])], -128, 127)
+    return c_out, h_out
+
+
 def run_cell(op_type: str, x: np.ndarray, lengths: list[int], params: dict[str, np.ndarray],
              attrs: dict[str, Any], initial: dict[str, np.ndarray] | None = None
              ) -> dict[str, np.ndarray]:

@@ -10,7 +10,8 @@ import pytest
 
 from fluid_hw.backends.cpu.kernels import quant_rnn as rnn_kernels
 from fluid_hw.errors import ExecutionError, ShapeError
-from tests.ops._quant_rnn_model import gru_model, lstm_model, run_cell, srq
+from tests.op_harness import run_op
+from tests.ops._quant_rnn_model import gru_model, lstm_model, lstm_unit_model, run_cell, srq
 
 D = 6
 #: lengths 1..50 with several sequences of length 1, in no order
@@ -99,6 +100,46 @@ def test_sum_requantiser_is_exact_at_any_width(shifts):
         [1, 0, 2, -1]
 
 
+@pytest.mark.parametrize("origin", [False, True], ids=["default", "origin_mode"])
+def test_quantized_gru_unit_is_one_step_of_the_gru(origin):
+    """gru_unit on N rows = the GRU over N sequences of length 1 starting from
+    HiddenPrev, and the Python-int model's."""
+    rng = np.random.default_rng([origin, 11])
+    p = _params(rng, 3, 2, False)
+    n = 9
+    x = rng.integers(-30000, 30001, (n, 3 * D)).astype(np.int32)
+    hp = rng.integers(-128, 128, (n, D)).astype(np.int8)
+    attrs = {"origin_mode": origin, "reset_multiplier": 16513, "reset_shift": 21,
+             "hidden_multipliers": [int(v) for v in rng.integers(2**14, 2**15, 2)],
+             "hidden_shifts": [22, 21]}
+    got = run_op("quantized_gru_unit", {"Input": x, "HiddenPrev": hp, **p}, attrs)["Hidden"]
+    seq_attrs = {**attrs, "is_reverse": False}
+    want = gru_model(x, [1] * n, p, seq_attrs, hp)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, run_cell("quantized_gru", x, [1] * n, p, seq_attrs,
+                                                {"H0": hp})["Hidden"])
+
+
+def test_quantized_lstm_unit_matches_the_python_int_model():
+    rng = np.random.default_rng(12)
+    n = 9
+    x = rng.integers(-30000, 30001, (n, 4 * D)).astype(np.int32)
+    c_prev = rng.integers(-32768, 32768, (n, D)).astype(np.int16)
+    p = {"GateMultiplier": rng.integers(0, 2**15, (1, 4 * D)).astype(np.int32),
+         "GateShift": rng.integers(14, 20, (1, 4 * D)).astype(np.int32),
+         "Tables": rng.integers(-128, 128, (5, 256)).astype(np.int8)}
+    attrs = {"cell_multipliers": [16513, 30000], "cell_shifts": [21, 13],
+             "cell_tanh_multiplier": 20000, "cell_tanh_shift": 20,
+             "hidden_multiplier": 30000, "hidden_shift": 19}
+    got = run_op("quantized_lstm_unit", {"X": x, "C_prev": c_prev, **p}, attrs)
+    want_c, want_h = lstm_unit_model(x, c_prev, p, attrs)
+    assert got["C"].dtype == np.int16 and got["H"].dtype == np.int8
+    np.testing.assert_array_equal(got["C"], want_c)
+    np.testing.assert_array_equal(got["H"], want_h)
+    with pytest.raises(ShapeError, match=r"the gates must be \[N, 4 \* D\] with D = 6"):
+        run_op("quantized_lstm_unit", {"X": x[:, :20], "C_prev": c_prev, **p}, attrs)
+
+
 def test_each_sequence_starts_from_its_own_state():
     """A sequence's outputs depend on it alone: run as one batch or one at a time, the
     integers are the same (the state resets at each sequence start)."""
@@ -120,7 +161,8 @@ def test_recurrent_kernels_use_no_float_arithmetic():
     for the other fixed-point kernels)."""
     banned = {"float", "float32", "float64", "rint", "round", "floor", "ceil", "true_divide",
               "divide"}
-    for fn in ("srq", "_table", "quantized_lstm", "quantized_gru"):
+    for fn in ("srq", "_table", "_cell", "_hidden", "_gru_step", "quantized_lstm",
+               "quantized_gru", "quantized_lstm_unit", "quantized_gru_unit"):
         for node in ast.walk(ast.parse(inspect.getsource(getattr(rnn_kernels, fn)))):
             assert not isinstance(node, ast.Div), f"{fn}: true division"
             name = node.attr if isinstance(node, ast.Attribute) else \

@@ -53,6 +53,18 @@ step (last row first with ``is_reverse``) with ``x`` the step's row of Input (in
             (hm, hs = hidden_multipliers, hidden_shifts; origin_mode: (127 - u) * cand
             and u * h)
 
+``quantized_gru_unit`` is one such step: Input [N, 3D], HiddenPrev int8 [N, D] -> Hidden
+(Fluid's ``gru_unit``, a DynamicRNN body's cell).  ``quantized_lstm_unit`` is one step of
+Fluid's ``lstm_unit`` (gates ``[input, forget, output, candidate]``, X the int32
+accumulator of the fc over ``[x, h_prev]``, which holds the hidden product already; no
+peepholes; ``forget_bias`` folded into that fc's bias)::
+
+    z[j] = SRQ([(X[j], GM[0, j], GS[0, j])]; -128, 127)
+    i, f, o, g = Tables[0..3][z + 128] of the gate's columns
+    C = SRQ([(f * C_prev, ..), (i * g, ..)]; -32768, 32767)       (as quantized_lstm)
+    H = SRQ([(o * Tables[4][SRQ([(C, cell_tanh_multiplier, cell_tanh_shift)]) + 128],
+              hidden_multiplier, hidden_shift)]; -128, 127)
+
 Input is the int32 accumulator of the input projection (``quantized_fc`` of the fc
 before the recurrence, with the recurrence's gate bias folded into its bias).
 """
@@ -70,6 +82,7 @@ VarType = dtypes.VarType
 GATE_ONE = 127
 #: Tables rows of quantized_lstm / quantized_gru
 LSTM_TABLES = ("candidate", "input", "forget", "output", "cell")
+LSTM_UNIT_TABLES = ("input", "forget", "output", "candidate", "cell")
 GRU_TABLES = ("update", "reset", "candidate")
 
 _INFO = (Attr("in_scale", "floats", [], doc="informational: Input's scale per column"),
@@ -124,6 +137,24 @@ def _common(ctx: InferContext, gates: int, terms: int) -> tuple[int, int]:
     return d, x.lod_level
 
 
+_CELL_ATTRS = (
+    Attr("cell_multipliers", "ints", doc="[f * c_prev term, i * g term]", min=0,
+         max=MULTIPLIER_MAX),
+    Attr("cell_shifts", "ints", doc="their shifts", min=0, max=SHIFT_MAX),
+    Attr("cell_tanh_multiplier", "int", doc="the cell (int16) to the cell table's int8 "
+         "input", min=0, max=MULTIPLIER_MAX),
+    Attr("cell_tanh_shift", "int", min=0, max=SHIFT_MAX),
+    Attr("hidden_multiplier", "int", doc="o * tanh(c) to the hidden state", min=0,
+         max=MULTIPLIER_MAX),
+    Attr("hidden_shift", "int", min=0, max=SHIFT_MAX))
+
+
+def _check_cell_attrs(ctx: InferContext) -> None:
+    _check_pair(ctx, "cell_multipliers", "cell_shifts", 2)
+    _check_pair(ctx, "cell_tanh_multiplier", "cell_tanh_shift", 1)
+    _check_pair(ctx, "hidden_multiplier", "hidden_shift", 1)
+
+
 @define_op(
     "quantized_lstm",
     [Slot("Input", doc="int32 [T, 4D] (LoD): the input projection's accumulator, gates "
@@ -141,15 +172,7 @@ def _common(ctx: InferContext, gates: int, terms: int) -> tuple[int, int]:
     [Slot("Hidden", doc="int8 [T, D], Input's LoD"),
      Slot("Cell", doc="int16 [T, D], Input's LoD")],
     [Attr("use_peepholes", "bool", True), Attr("is_reverse", "bool", False),
-     Attr("cell_multipliers", "ints", doc="[f * c_prev term, i * g term]", min=0,
-          max=MULTIPLIER_MAX),
-     Attr("cell_shifts", "ints", doc="their shifts", min=0, max=SHIFT_MAX),
-     Attr("cell_tanh_multiplier", "int", doc="the cell (int16) to the cell table's int8 "
-          "input", min=0, max=MULTIPLIER_MAX),
-     Attr("cell_tanh_shift", "int", min=0, max=SHIFT_MAX),
-     Attr("hidden_multiplier", "int", doc="o * tanh(c) to the hidden state", min=0,
-          max=MULTIPLIER_MAX),
-     Attr("hidden_shift", "int", min=0, max=SHIFT_MAX),
+     *_CELL_ATTRS,
      *_INFO,
      Attr("cell_scale", "float", 0.0, doc="informational: Cell's scale")],
     doc="An LSTM over each sequence of Input in integers: int8 hidden state, int16 cell, "
@@ -167,9 +190,7 @@ def _infer_quantized_lstm(ctx: InferContext) -> None:
                   "(int8 [3, D])")
         _dtype(ctx, "Peephole", VarType.INT8)
         _shape(ctx, "Peephole", [3, d])
-    _check_pair(ctx, "cell_multipliers", "cell_shifts", 2)
-    _check_pair(ctx, "cell_tanh_multiplier", "cell_tanh_shift", 1)
-    _check_pair(ctx, "hidden_multiplier", "hidden_shift", 1)
+    _check_cell_attrs(ctx)
     ctx.set_output("Hidden", [-1, d], VarType.INT8, lod_level=lvl)
     ctx.set_output("Cell", [-1, d], VarType.INT16, lod_level=lvl)
 
@@ -205,14 +226,83 @@ def _infer_quantized_gru(ctx: InferContext) -> None:
     ctx.set_output("Hidden", [-1, d], VarType.INT8, lod_level=lvl)
 
 
+def _unit_state(ctx: InferContext, slot: str, dtype: int, width: int) -> list[int]:
+    _dtype(ctx, slot, dtype)
+    s = ctx.input_shape(slot)
+    ctx.check(len(s) == 2, f"{slot} must be [N, D], is {s}")
+    xs = ctx.input_shape("X" if ctx.op.type == "quantized_lstm_unit" else "Input")
+    ctx.check(len(xs) == 2 and (xs[1] == -1 or s[1] == -1 or xs[1] == width * s[1]),
+              f"the gates must be [N, {width} * D] with D = {s[1]}, are {xs}")
+    return list(s)
+
+
+@define_op(
+    "quantized_lstm_unit",
+    [Slot("X", doc="int32 [N, 4D]: the accumulator of the fc over [x, h_prev], gates "
+          "[input, forget, output, candidate]"),
+     Slot("C_prev", doc="int16 [N, D]"),
+     Slot("GateMultiplier", doc="int32 [1, 4D]"), Slot("GateShift", doc="int32 [1, 4D]"),
+     Slot("Tables", doc="int8 [5, 256]: input, forget, output (sigmoid), candidate, cell "
+          "(tanh)")],
+    [Slot("C", doc="int16 [N, D]"), Slot("H", doc="int8 [N, D]")],
+    [*_CELL_ATTRS, *_INFO, Attr("cell_scale", "float", 0.0, doc="informational")],
+    doc="One LSTM step in integers (Fluid's lstm_unit): see the module docstring.",
+)
+def _infer_quantized_lstm_unit(ctx: InferContext) -> None:
+    _dtype(ctx, "X", VarType.INT32)
+    c = _unit_state(ctx, "C_prev", VarType.INT16, 4)
+    _dtype(ctx, "GateMultiplier", VarType.INT32)
+    _shape(ctx, "GateMultiplier", [1, 4 * c[1] if c[1] > 0 else -1])
+    _dtype(ctx, "GateShift", VarType.INT32)
+    _shape(ctx, "GateShift", [1, 4 * c[1] if c[1] > 0 else -1])
+    _dtype(ctx, "Tables", VarType.INT8)
+    _shape(ctx, "Tables", [len(LSTM_UNIT_TABLES), 256])
+    _check_cell_attrs(ctx)
+    ctx.set_output("C", c, VarType.INT16)
+    ctx.set_output("H", c, VarType.INT8)
+
+
+@define_op(
+    "quantized_gru_unit",
+    [Slot("Input", doc="int32 [N, 3D]: the projection's accumulator, gates [update, reset, "
+          "candidate]"),
+     Slot("HiddenPrev", doc="int8 [N, D]"), Slot("Weight", doc="int8 [D, 3D]"),
+     Slot("GateMultiplier", doc="int32 [2, 3D]"), Slot("GateShift", doc="int32 [2, 3D]"),
+     Slot("Tables", doc="int8 [3, 256]: update, reset (sigmoid), candidate (tanh)")],
+    [Slot("Hidden", doc="int8 [N, D]")],
+    [Attr("origin_mode", "bool", False),
+     Attr("reset_multiplier", "int", min=0, max=MULTIPLIER_MAX),
+     Attr("reset_shift", "int", min=0, max=SHIFT_MAX),
+     Attr("hidden_multipliers", "ints", min=0, max=MULTIPLIER_MAX),
+     Attr("hidden_shifts", "ints", min=0, max=SHIFT_MAX), *_INFO],
+    doc="One GRU step in integers (Fluid's gru_unit): one step of quantized_gru from "
+    "HiddenPrev.",
+)
+def _infer_quantized_gru_unit(ctx: InferContext) -> None:
+    _dtype(ctx, "Input", VarType.INT32)
+    h = _unit_state(ctx, "HiddenPrev", VarType.INT8, 3)
+    d = h[1]
+    _dtype(ctx, "Weight", VarType.INT8)
+    _shape(ctx, "Weight", [d, 3 * d if d > 0 else -1])
+    for slot in ("GateMultiplier", "GateShift"):
+        _dtype(ctx, slot, VarType.INT32)
+        _shape(ctx, slot, [2, 3 * d if d > 0 else -1])
+    _dtype(ctx, "Tables", VarType.INT8)
+    _shape(ctx, "Tables", [len(GRU_TABLES), 256])
+    _check_pair(ctx, "reset_multiplier", "reset_shift", 1)
+    _check_pair(ctx, "hidden_multipliers", "hidden_shifts", 2)
+    ctx.set_output("Hidden", h, VarType.INT8)
+
+
 def _declare() -> None:
     from ..grad import no_grad
     from ..registry import mark_category
 
-    no_grad("integer", "quantized_lstm", "quantized_gru")
-    mark_category("quantised", "quantized_lstm", "quantized_gru")
+    ops = ("quantized_lstm", "quantized_gru", "quantized_lstm_unit", "quantized_gru_unit")
+    no_grad("integer", *ops)
+    mark_category("quantised", *ops)
 
 
 _declare()
 
-__all__ = ["GATE_ONE", "GRU_TABLES", "LSTM_TABLES"]
+__all__ = ["GATE_ONE", "GRU_TABLES", "LSTM_TABLES", "LSTM_UNIT_TABLES"]

@@ -63,6 +63,39 @@ def _gate_params(ctx: KernelContext) -> tuple[np.ndarray, np.ndarray]:
     return gm, gs
 
 
+def _cell(a: dict, f: np.ndarray, cp: np.ndarray, i: np.ndarray, g: np.ndarray
+          ) -> np.ndarray:
+    """The new int16 cell: ``SRQ([(f * c_prev, ..), (i * g, ..)]; -32768, 32767)``."""
+    mc, nc = list(a["cell_multipliers"]), list(a["cell_shifts"])
+    return srq([(f * cp, mc[0], nc[0]), (i * g, mc[1], nc[1])], -32768, 32767)
+
+
+def _hidden(a: dict, tables: np.ndarray, row: int, o: np.ndarray, cn: np.ndarray
+            ) -> np.ndarray:
+    """The new int8 hidden state: ``o`` times the cell table (row ``row``) of the cell
+    requantised to 8 bits."""
+    u = srq([(cn, a["cell_tanh_multiplier"], a["cell_tanh_shift"])], -128, 127)
+    return srq([(o * _table(tables, row, u), a["hidden_multiplier"], a["hidden_shift"])],
+               -128, 127)
+
+
+def _gru_step(a: dict, xr: np.ndarray, hp: np.ndarray, w: np.ndarray, gm: np.ndarray,
+              gs: np.ndarray, tables: np.ndarray) -> np.ndarray:
+    """One GRU step of int32 projections ``xr`` from int8 states ``hp``."""
+    d = w.shape[0]
+    ur, cc = slice(0, 2 * d), slice(2 * d, 3 * d)
+    z = srq([(xr[:, ur], gm[0, ur], gs[0, ur]), (hp @ w[:, ur], gm[1, ur], gs[1, ur])],
+            -128, 127)
+    u, r = _table(tables, 0, z[:, :d]), _table(tables, 1, z[:, d:])
+    rh = srq([(r * hp, a["reset_multiplier"], a["reset_shift"])], -128, 127)
+    zc = srq([(xr[:, cc], gm[0, cc], gs[0, cc]), (rh @ w[:, cc], gm[1, cc], gs[1, cc])],
+             -128, 127)
+    cand = _table(tables, 2, zc)
+    gc, gh = (GATE_ONE - u, u) if a["origin_mode"] else (u, GATE_ONE - u)
+    mh, nh = list(a["hidden_multipliers"]), list(a["hidden_shifts"])
+    return srq([(gc * cand, mh[0], nh[0]), (gh * hp, mh[1], nh[1])], -128, 127)
+
+
 @register_kernel("quantized_lstm")
 def quantized_lstm(ctx: KernelContext) -> None:
     x, lod = _lod_of(ctx, "Input")
@@ -72,7 +105,6 @@ def quantized_lstm(ctx: KernelContext) -> None:
     gm, gs = _gate_params(ctx)
     tables = ctx.input("Tables")
     peep = ctx.input("Peephole").astype(I64) if a["use_peepholes"] else np.zeros((3, d), I64)
-    mc, nc = list(a["cell_multipliers"]), list(a["cell_shifts"])
     steps = _Steps(lod, a["is_reverse"])
     h = steps.initial(ctx, "H0", d, np.dtype(np.int8)).astype(I64)
     c = steps.initial(ctx, "C0", d, np.dtype(np.int16)).astype(I64)
@@ -94,11 +126,8 @@ def quantized_lstm(ctx: KernelContext) -> None:
         g = gate(0, xr, acc, 0)
         i = gate(1, xr, acc, cp * peep[0])
         f = gate(2, xr, acc, cp * peep[1])
-        cn = srq([(f * cp, mc[0], nc[0]), (i * g, mc[1], nc[1])], -32768, 32767)
-        o = gate(3, xr, acc, cn * peep[2])
-        u = srq([(cn, a["cell_tanh_multiplier"], a["cell_tanh_shift"])], -128, 127)
-        hn = srq([(o * _table(tables, 4, u), a["hidden_multiplier"], a["hidden_shift"])],
-                 -128, 127)
+        cn = _cell(a, f, cp, i, g)
+        hn = _hidden(a, tables, 4, gate(3, xr, acc, cn * peep[2]), cn)
         hidden[rows], cell[rows] = hn, cn
         h[:n], c[:n] = hn, cn
     ctx.set_output("Hidden", hidden, lod=lod)
@@ -113,24 +142,36 @@ def quantized_gru(ctx: KernelContext) -> None:
     d = w.shape[0]
     gm, gs = _gate_params(ctx)
     tables = ctx.input("Tables")
-    mh, nh = list(a["hidden_multipliers"]), list(a["hidden_shifts"])
     steps = _Steps(lod, a["is_reverse"])
     h = steps.initial(ctx, "H0", d, np.dtype(np.int8)).astype(I64)
     hidden = np.empty((x.shape[0], d), np.int8)
     xs = x.astype(I64)
-    ur, cc = slice(0, 2 * d), slice(2 * d, 3 * d)
     for n, rows in zip(steps.n, steps.rows):
-        hp = h[:n]
-        xr = xs[rows]
-        z = srq([(xr[:, ur], gm[0, ur], gs[0, ur]), (hp @ w[:, ur], gm[1, ur], gs[1, ur])],
-                -128, 127)
-        u, r = _table(tables, 0, z[:, :d]), _table(tables, 1, z[:, d:])
-        rh = srq([(r * hp, a["reset_multiplier"], a["reset_shift"])], -128, 127)
-        zc = srq([(xr[:, cc], gm[0, cc], gs[0, cc]), (rh @ w[:, cc], gm[1, cc], gs[1, cc])],
-                 -128, 127)
-        cand = _table(tables, 2, zc)
-        gc, gh = (GATE_ONE - u, u) if a["origin_mode"] else (u, GATE_ONE - u)
-        hn = srq([(gc * cand, mh[0], nh[0]), (gh * hp, mh[1], nh[1])], -128, 127)
+        hn = _gru_step(a, xs[rows], h[:n], w, gm, gs, tables)
         hidden[rows] = hn
         h[:n] = hn
     ctx.set_output("Hidden", hidden, lod=lod)
+
+
+@register_kernel("quantized_gru_unit")
+def quantized_gru_unit(ctx: KernelContext) -> None:
+    gm, gs = _gate_params(ctx)
+    hn = _gru_step(ctx.attrs, ctx.input("Input").astype(I64),
+                   ctx.input("HiddenPrev").astype(I64), ctx.input("Weight").astype(I64), gm,
+                   gs, ctx.input("Tables"))
+    ctx.set_output("Hidden", hn.astype(np.int8))
+
+
+@register_kernel("quantized_lstm_unit")
+def quantized_lstm_unit(ctx: KernelContext) -> None:
+    a = ctx.attrs
+    x = ctx.input("X").astype(I64)
+    cp = ctx.input("C_prev").astype(I64)
+    gm, gs = _gate_params(ctx)
+    tables = ctx.input("Tables")
+    z = srq([(x, gm[0], gs[0])], -128, 127)
+    d = cp.shape[1]
+    i, f, o, g = (_table(tables, k, z[:, k * d:(k + 1) * d]) for k in range(4))
+    cn = _cell(a, f, cp, i, g)
+    ctx.set_output("C", cn.astype(np.int16))
+    ctx.set_output("H", _hidden(a, tables, 4, o, cn).astype(np.int8))
