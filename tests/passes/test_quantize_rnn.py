@@ -124,22 +124,24 @@ def test_trained_sequence_classifier_keeps_its_accuracy(cell):
     _check_cell_bit_exact(qprog, scope, exe, op, batch)
 
 
-@pytest.mark.parametrize("cell", ["lstm", "gru"])
-def test_reverse_and_initial_state_quantise_and_stay_close(cell):
-    """is_reverse and H0 (int8 at the hidden state's scale) on an untrained model: the
-    quantised hidden states stay close to the float ones."""
+@pytest.mark.parametrize("cell, observer", [("lstm", "max"), ("gru", "max"),
+                                           ("lstm", "percentile")])
+def test_reverse_and_initial_state_quantise_and_stay_close(cell, observer):
+    """is_reverse and H0 / C0 (int8 / int16 at the states' scales) on an untrained model:
+    the quantised hidden states stay close to the float ones."""
     rng = np.random.default_rng(1)
     main, startup = fluid.Program(), fluid.Program()
     startup.random_seed = 2
     with fluid.program_guard(main, startup), fluid.unique_name.guard():
         x = layers.data(name="x", shape=[8], dtype="float32", lod_level=1)
         h0 = layers.data(name="h0", shape=[HIDDEN], dtype="float32")
+        c0 = layers.data(name="c0", shape=[HIDDEN], dtype="float32")
         if cell == "gru":
             hidden = layers.dynamic_gru(layers.fc(x, size=3 * HIDDEN), size=HIDDEN, h_0=h0,
                                         is_reverse=True)
         else:
             hidden, _ = layers.dynamic_lstm(layers.fc(x, size=4 * HIDDEN), size=4 * HIDDEN,
-                                            h_0=h0, is_reverse=True)
+                                            h_0=h0, c_0=c0, is_reverse=True)
         out = layers.sequence_last_step(hidden)
     exe = fluid.Executor()
     scope = fluid.Scope()
@@ -147,18 +149,23 @@ def test_reverse_and_initial_state_quantise_and_stay_close(cell):
 
     def feed():
         data = rng.normal(size=(sum(lengths), 8)).astype(np.float32)
-        return {"x": fluid.create_lod_tensor(data, [lengths]),
-                "h0": rng.uniform(-0.5, 0.5, (len(lengths), HIDDEN)).astype(np.float32)}
+        f = {"x": fluid.create_lod_tensor(data, [lengths]),
+             "h0": rng.uniform(-0.5, 0.5, (len(lengths), HIDDEN)).astype(np.float32)}
+        if cell == "lstm":
+            f["c0"] = rng.uniform(-1, 1, (len(lengths), HIDDEN)).astype(np.float32)
+        return f
 
     with fluid.scope_guard(scope):
         exe.run(startup)
-        qprog = quantize(main, [feed() for _ in range(3)], scope=scope, executor=exe,
-                         fetch_names=[out.name])
+        qprog = quantize(main, [feed() for _ in range(3)], QuantConfig(observer=observer),
+                         scope=scope, executor=exe, fetch_names=[out.name])
         f = feed()
         (want,) = exe.run(main, feed=f, fetch_list=[out])
         (got,) = exe.run(qprog, feed=f, fetch_list=[out.name])
     op = _cell_op(qprog, cell)
     assert op.attr("is_reverse") and op.input("H0")
+    if cell == "lstm":
+        assert op.input("C0")
     err = np.abs(np.asarray(got) - np.asarray(want))
     # a few steps of the hidden state's scale (range / 127)
     assert err.max() <= 8 * float(np.abs(want).max()) / 127, err.max()
