@@ -220,3 +220,28 @@ def test_tables_and_term_parameters():
         assert 2**14 <= m <= 2**15 - 1 and abs(m * 2.0**-n - want) <= want * 2**-15
     with pytest.raises(QuantizationError, match="the cell update: requantisation multiplier"):
         term_params([1e6], "the cell update")
+
+
+def test_refused_projections_and_widths_name_the_op():
+    """The projection must be a plain fc, and the cell is int8: other configurations
+    are refused with the op and the ways out."""
+    rng = np.random.default_rng(4)
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = layers.data(name="x", shape=[8], dtype="float32", lod_level=1)
+        hidden, _ = layers.dynamic_lstm(layers.fc(x, size=4 * 8, act="relu"), size=4 * 8)
+        out = layers.fc(layers.sequence_last_step(hidden), size=2)
+    exe = fluid.Executor()
+    scope = fluid.Scope()
+    lengths = [1, 5, 50]
+    cal = [{"x": fluid.create_lod_tensor(rng.normal(size=(56, 8)).astype(np.float32),
+                                         [lengths])}]
+    with fluid.scope_guard(scope):
+        exe.run(startup)
+        with pytest.raises(QuantizationError, match=r"dynamic_lstm \(op lstm -> .*\) cannot "
+                           r"be quantised: its input projection fc .* has activation 'relu'"):
+            quantize(main, cal, scope=scope, executor=exe, fetch_names=[out.name])
+    test_prog, prob, scope, exe = _untrained("gru")
+    with pytest.raises(QuantizationError, match=r"dynamic_gru \(op gru -> .*\) cannot be "
+                       r"quantised: the quantised program has 16-bit activations"):
+        _quantize(test_prog, prob, scope, exe, rng, QuantConfig(activation_bits=16))
