@@ -13,9 +13,9 @@ Structure (for ``simd > C``, ``simd`` dividing ``kh * kw * C``):
   does, into one memory whose word is a column of every row slot (address ``x``; each
   slot's ``C`` channels written in beats of the input's ``lanes``);
 * a loader waits until an output row's input rows are present, then reads the columns
-  the row's windows touch, one a cycle; each read word is turned into the kernel's
-  ``kh`` rows (a slot mux per kernel row; rows outside the image give ``pad_value``)
-  and goes into a :class:`~.stream.CreditQueue`;
+  the row's windows touch, one a cycle; each read word, registered, is turned into the
+  kernel's ``kh`` rows (a slot mux per kernel row; rows outside the image give
+  ``pad_value``) and goes into a :class:`~.stream.CreditQueue`;
 * an assembler shifts the columns into a register window of ``eff_kw`` columns x
   ``kh`` rows x ``C`` (left padding is the window's reset value, right padding columns
   it shifts in itself), ``eff_kw`` columns for a row's first window and ``stride_w``
@@ -44,12 +44,15 @@ from .stream import CreditQueue, credit_depth
 from .swg import ROW_OVERHEAD, ROW_READY_DELAY, WindowGeometry, line_rows
 
 __all__ = ["WideWindow", "use_wide_window", "wide_window_cycles", "wide_row_reads",
-           "WIDE_QUEUE_DEPTH", "WIDE_LOAD_LATENCY"]
+           "WIDE_QUEUE_DEPTH", "WIDE_LOAD_LATENCY", "WIDE_READ_LATENCY"]
 
+#: Cycles from a loader read to the column entering the queue: the memory read, then
+#: a fabric register (a block RAM's 5.6 ns clock-to-out, docs/HARDWARE rules).
+WIDE_READ_LATENCY = 2
 #: Cycles from a loader read to the column being readable at the queue's output.
-WIDE_LOAD_LATENCY = 1 + CreditQueue.latency
+WIDE_LOAD_LATENCY = WIDE_READ_LATENCY + CreditQueue.latency
 #: Entries of the column queue: one read a cycle without bubbles.
-WIDE_QUEUE_DEPTH = credit_depth(1, 1)
+WIDE_QUEUE_DEPTH = credit_depth(WIDE_READ_LATENCY, 1)
 
 
 def use_wide_window(geom: WindowGeometry, simd: int) -> bool:
@@ -230,13 +233,21 @@ class WideWindow(Component):
                 m.next = "WAIT"
         m.d.sync += avail.eq(avail + row_done - Mux(next_image, H, 0))
 
-        # one-cycle memory read, then the kernel rows of the column (padding rows)
+        # the memory read, a register after it (with the row selects of the read's
+        # output row: kslot and row_in move on at the row's release, the cycle after its
+        # last read), then the kernel rows of the column (padding rows) into the queue
         issued = Signal()
-        m.d.sync += issued.eq(issue)
+        read_d = Signal()
+        word = Signal(8 * C * R)
+        kslot_d = [Signal.like(ks, name=f"{ks.name}_d") for ks in kslot]
+        row_in_d = [Signal(name=f"row_in{ky}_d") for ky in range(kh)]
+        m.d.sync += [issued.eq(issue), read_d.eq(issued), word.eq(rp.data),
+                     *[d.eq(v) for d, v in zip(kslot_d, kslot)],
+                     *[d.eq(v) for d, v in zip(row_in_d, row_in)]]
         pad_c = Cat(*[pad] * C)
-        column = [Mux(row_in[ky], rp.data.word_select(kslot[ky], 8 * C), pad_c)
+        column = [Mux(row_in_d[ky], word.word_select(kslot_d[ky], 8 * C), pad_c)
                   for ky in range(kh)]
-        m.d.comb += [q.issue.eq(issue), q.w_valid.eq(issued), q.w_data.eq(Cat(*column))]
+        m.d.comb += [q.issue.eq(issue), q.w_valid.eq(read_d), q.w_data.eq(Cat(*column))]
 
         # ---- assembler: a register window of ekw columns ------------------------------
         pad_col = Cat(*[pad] * (C * kh))

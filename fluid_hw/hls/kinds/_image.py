@@ -93,14 +93,15 @@ def _wide_bits(geom: WindowGeometry, simd: int) -> tuple[int, int, int, int]:
 def wide_window_resources(geom: WindowGeometry, simd: int) -> Any:
     """LUT / FF / block-RAM figures of a :class:`~fluid_hw.rtl.swg_wide.WideWindow`: LUTs
     as Yosys counts the generator alone (:func:`wide_window_luts`); flip-flops of the
-    column window, the snapshot, the column queue's output and the counters; its
-    memories."""
+    column window, the snapshot, the read register, the column queue's output and the
+    counters; its memories."""
     from ..stages import Resources, memory_resources
 
     window, snap, _beat_mux, _slot_mux = _wide_bits(geom, simd)
     col = 8 * geom.channels * geom.kernel[0]
+    word = 8 * geom.channels * line_rows(geom)   # the register after the memory read
     res = Resources(lut=round(wide_window_luts(geom, simd)),
-                    ff=120 + window + snap + col)
+                    ff=120 + window + snap + col + word)
     for depth, width, _kind in wide_window_memories(geom):
         res = res + memory_resources(depth, width, const=False)
     return res
