@@ -159,7 +159,7 @@ YOSYS_COUNTS = {
     ("ecp5", "fc_8_8"): (0, 3), ("ice40", "fc_8_8"): (1, 3),
     ("ecp5", "mlp_runtime_16"): (0, 48), ("ice40", "mlp_runtime_16"): (24, 48),
     ("ecp5", "mlp_runtime_64_32_10"): (3, 16), ("ice40", "mlp_runtime_64_32_10"): (20, 16),
-    ("ecp5", "conv_pool_fc"): (5, 30), ("ice40", "conv_pool_fc"): (17, 30),
+    ("ecp5", "conv_pool_fc"): (5, 30), ("ice40", "conv_pool_fc"): (18, 30),
 }
 
 
