@@ -273,12 +273,14 @@ def _gate_scale(qz: Any, plan: RecurrentPlan, gate: str, act: str) -> np.float32
 def emit_recurrence(qz: Any, plan: RecurrentPlan) -> None:
     """Write the projection's ``quantized_fc`` and the ``quantized_lstm`` /
     ``quantized_gru`` into ``qz.items`` (the module docstring says how each number is
-    chosen)."""
+    chosen).  Every number is computed and checked before anything enters the scope."""
     op, lstm = plan.op, plan.op.type == "lstm"
+    hidden = op.output("Hidden")[0]
     ngates = 4 if lstm else 3
     wh = np.asarray(get_value(qz.scope, op.input("Weight")[0]), np.float64)
     d = wh.shape[0]
-    rb = np.zeros(ngates * d)
+    cols = ngates * d
+    rb = np.zeros(cols)
     if op.input("Bias"):
         rb = np.asarray(get_value(qz.scope, op.input("Bias")[0]), np.float64).reshape(-1)
     # the projection: quantized_fc with the recurrence's gate bias folded into its bias
@@ -286,71 +288,43 @@ def emit_recurrence(qz: Any, plan: RecurrentPlan) -> None:
     x_lo, x_hi = int_range(*qz.fmt_of(plan.x))
     wx = np.asarray(get_value(qz.scope, plan.wx), np.float64)
     wxq, s_wx = _per_column(wx)
-    bias = rb[:ngates * d].copy()
+    bias = rb[:cols].copy()
     if plan.bx is not None:
         bias += np.asarray(get_value(qz.scope, plan.bx), np.float64).reshape(-1)
     s_acc = np.float64(s_in) * s_wx.astype(np.float64)
     bq = np.rint(bias / s_acc)
     k = wx.shape[0]
-    bound = k * 127 * max_abs(x_lo, x_hi) + int(np.max(np.abs(bq)))
-    hidden = op.output("Hidden")[0]
+    bq_max = int(np.max(np.abs(bq)))
+    bound = k * 127 * max_abs(x_lo, x_hi) + bq_max
     if bound >= 2**31:
         raise QuantizationError(
             f"{RECURRENT_OPS[op.type]} (-> {hidden}): its input projection's int32 "
             f"accumulator could reach {bound} (>= 2^31); exclude it: QuantConfig(exclude="
             f"[{op.type!r}])")
-    acc = qz.new_var(f"{plan.fc.output('Out')[0]}.acc", plan.x, VarType.INT32,
-                     [-1, ngates * d])
-    wx_name = add_param(qz.block, qz.scope, f"{plan.wx}.int8", wxq)
-    b_name = add_param(qz.block, qz.scope, f"{hidden}.proj_bias.int32", bq.astype(np.int32))
-    qz.items.append(OpSpec(
-        "quantized_fc", {"X": [xq], "W": [wx_name], "Bias": [b_name]}, {"Out": [acc]},
-        {"in_scale": float(s_in), "weight_scale": [float(v) for v in s_wx],
-         "weight_bits": 8, "weight_type": "signed",
-         "acc_bits": acc_bits((x_lo, x_hi), (-127, 127), k, int(np.max(np.abs(bq))))}))
     # the recurrence
     whq, s_wh = _per_column(wh)
     s_h = np.float64(qz.scale_of(hidden))
     gates = _gates(op.type)
     s_g = [_gate_scale(qz, plan, g, a) for g, a in gates]
     tables = [gate_table(a, float(s)) for (_, a), s in zip(gates, s_g)]
-    cols = ngates * d
-    gm = np.zeros((3 if lstm else 2, cols), np.int32)
-    gs = np.zeros((3 if lstm else 2, cols), np.int32)
-    ins: dict[str, list[str]] = {"Input": [acc]}
     attrs: dict[str, Any] = {"is_reverse": op.attr("is_reverse"),
                              "in_scale": [float(v) for v in s_acc],
                              "hidden_scale": float(s_h),
                              "gate_scales": [float(v) for v in s_g]}
+    one = 1.0 / GATE_ONE
     s_c = np.float64(1.0)
     s_wp = np.zeros(3)
+    wpq = None
     if lstm:
         c_range = qz.ranges.get(op.output("Cell")[0], 0.0)
         s_c = np.float64(np.float32((c_range if c_range > 0 else 1.0) / CELL_MAX))
-        peep = op.attr("use_peepholes")
-        if peep:
+        if op.attr("use_peepholes"):
             wp = rb[4 * d:7 * d].reshape(3, d)
             amax = np.max(np.abs(wp), axis=1)
             s_wp = np.where(amax > 0, amax, 127.0) / 127.0
             wpq = np.clip(np.rint(wp / s_wp[:, None]), -127, 127).astype(np.int8)
-            ins["Peephole"] = [add_param(qz.block, qz.scope, f"{hidden}.peephole.int8", wpq)]
-    for j in range(cols):
-        g = j // d
-        sg = np.float64(s_g[g])
-        terms = [s_acc[j] / sg, s_h * np.float64(s_wh[j]) / sg]
-        if lstm:
-            terms.append(s_c * s_wp[g - 1] / sg if g > 0 else 0.0)
-        ms, ns = term_params([float(v) for v in terms], f"{op.type} -> {hidden}, column {j}")
-        gm[:, j], gs[:, j] = ms, ns
-    one = 1.0 / GATE_ONE
-    h_bits = VarType.INT8
-    hq = qz.new_var(f"{hidden}.int8", hidden, h_bits)
-    outs: dict[str, list[str]] = {"Hidden": [hq]}
-    ins["H0"] = _initial(qz, op, "H0", float(s_h), 8)
-    if lstm:
-        ins["C0"] = _initial(qz, op, "C0", float(s_c), 16)
-        tables.append(gate_table("tanh", float(_cell_tanh_scale(qz, op))))
         s_ct = np.float64(_cell_tanh_scale(qz, op))
+        tables.append(gate_table("tanh", float(s_ct)))
         mc, nc = term_params([one, one * one / s_c], f"lstm -> {hidden}: the cell update")
         (mt,), (nt,) = term_params([float(s_c / s_ct)], f"lstm -> {hidden}: tanh(cell)")
         (mh,), (nh,) = term_params([float(one * one / s_h)], f"lstm -> {hidden}: the hidden "
@@ -358,20 +332,49 @@ def emit_recurrence(qz: Any, plan: RecurrentPlan) -> None:
         attrs.update(use_peepholes=op.attr("use_peepholes"), cell_multipliers=mc,
                      cell_shifts=nc, cell_tanh_multiplier=mt, cell_tanh_shift=nt,
                      hidden_multiplier=mh, hidden_shift=nh, cell_scale=float(s_c))
-        cell = op.output("Cell")[0]
-        cq = qz.new_var(f"{cell}.int16", cell, VarType.INT16)
-        outs["Cell"] = [cq]
-        qz.qvars[cell] = (cq, np.float32(s_c))
-        qz.fmt[cell] = (16, "signed")
     else:
         (mr,), (nr,) = term_params([one], f"gru -> {hidden}: r * h")
         mh2, nh2 = term_params([one * one / s_h, one], f"gru -> {hidden}: the hidden state")
         attrs.update(origin_mode=op.attr("origin_mode"), reset_multiplier=mr, reset_shift=nr,
                      hidden_multipliers=mh2, hidden_shifts=nh2)
-    ins["Weight"] = [add_param(qz.block, qz.scope, f"{op.input('Weight')[0]}.int8", whq)]
-    ins["GateMultiplier"] = [add_param(qz.block, qz.scope, f"{hidden}.gate_multiplier", gm)]
-    ins["GateShift"] = [add_param(qz.block, qz.scope, f"{hidden}.gate_shift", gs)]
-    ins["Tables"] = [add_param(qz.block, qz.scope, f"{hidden}.tables", np.stack(tables))]
+    gm = np.zeros((3 if lstm else 2, cols), np.int32)
+    gs = np.zeros((3 if lstm else 2, cols), np.int32)
+    for j in range(cols):
+        g = j // d
+        sg = np.float64(s_g[g])
+        terms = [s_acc[j] / sg, s_h * np.float64(s_wh[j]) / sg]
+        if lstm:
+            terms.append(s_c * s_wp[g - 1] / sg if g > 0 else 0.0)
+        gm[:, j], gs[:, j] = term_params([float(v) for v in terms],
+                                         f"{op.type} -> {hidden}, column {j}")
+    # every check passed: the program's new values, ops and parameters
+    def param(base: str, value: np.ndarray) -> list[str]:
+        return [add_param(qz.block, qz.scope, base, value)]
+
+    acc = qz.new_var(f"{plan.fc.output('Out')[0]}.acc", plan.x, VarType.INT32, [-1, cols])
+    qz.items.append(OpSpec(
+        "quantized_fc", {"X": [xq], "W": param(f"{plan.wx}.int8", wxq),
+                         "Bias": param(f"{hidden}.proj_bias.int32", bq.astype(np.int32))},
+        {"Out": [acc]},
+        {"in_scale": float(s_in), "weight_scale": [float(v) for v in s_wx],
+         "weight_bits": 8, "weight_type": "signed",
+         "acc_bits": acc_bits((x_lo, x_hi), (-127, 127), k, bq_max)}))
+    ins: dict[str, list[str]] = {"Input": [acc], "H0": _initial(qz, op, "H0", float(s_h), 8)}
+    hq = qz.new_var(f"{hidden}.int8", hidden, VarType.INT8)
+    outs: dict[str, list[str]] = {"Hidden": [hq]}
+    if lstm:
+        ins["C0"] = _initial(qz, op, "C0", float(s_c), 16)
+        if wpq is not None:
+            ins["Peephole"] = param(f"{hidden}.peephole.int8", wpq)
+        cell = op.output("Cell")[0]
+        cq = qz.new_var(f"{cell}.int16", cell, VarType.INT16)
+        outs["Cell"] = [cq]
+        qz.qvars[cell] = (cq, np.float32(s_c))
+        qz.fmt[cell] = (16, "signed")
+    ins["Weight"] = param(f"{op.input('Weight')[0]}.int8", whq)
+    ins["GateMultiplier"] = param(f"{hidden}.gate_multiplier", gm)
+    ins["GateShift"] = param(f"{hidden}.gate_shift", gs)
+    ins["Tables"] = param(f"{hidden}.tables", np.stack(tables))
     qz.items.append(OpSpec(f"quantized_{op.type}", {k: v for k, v in ins.items() if v}, outs,
                            attrs))
     qz.qvars[hidden] = (hq, np.float32(s_h))
