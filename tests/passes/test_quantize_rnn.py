@@ -245,3 +245,23 @@ def test_refused_projections_and_widths_name_the_op():
     with pytest.raises(QuantizationError, match=r"dynamic_gru \(op gru -> .*\) cannot be "
                        r"quantised: the quantised program has 16-bit activations"):
         _quantize(test_prog, prob, scope, exe, rng, QuantConfig(activation_bits=16))
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_quantised_recurrent_program_round_trips_through_save_and_load(cell, tmp_path):
+    test_prog, prob, scope, exe = _untrained(cell)
+    rng = np.random.default_rng(6)
+    qprog = _quantize(test_prog, prob, scope, exe, rng)
+    with fluid.scope_guard(scope):
+        fluid.io.save_inference_model(str(tmp_path), ["words"],
+                                      [qprog.global_block().var(prob.name)], exe,
+                                      main_program=qprog)
+    loaded_scope = fluid.Scope()
+    with fluid.scope_guard(loaded_scope):
+        prog, feeds, fetches = fluid.io.load_inference_model(str(tmp_path), exe)
+    assert feeds == ["words"] and f"quantized_{cell}" in [o.type for o in
+                                                         prog.global_block().ops]
+    feed = {"words": to_lod(make_data(rng, 30)[0])}
+    (want,) = exe.run(qprog, feed=feed, fetch_list=[prob.name], scope=scope)
+    (got,) = exe.run(prog, feed=feed, fetch_list=[v.name for v in fetches], scope=loaded_scope)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
