@@ -1,7 +1,8 @@
 """Fixed-point recurrent cells: ``quantized_lstm`` and ``quantized_gru``, the golden
 model of ``dynamic_lstm`` / ``dynamic_gru`` (Fluid's ``lstm`` / ``gru`` ops) that FPGA
-hardware must match bit for bit.  docs/fixed_point.md, "Recurrent cells", is the
-contract; this docstring states the same arithmetic.
+hardware must match bit for bit, and their one-step forms ``quantized_lstm_unit`` /
+``quantized_gru_unit`` (Fluid's ``lstm_unit`` / ``gru_unit``).  docs/fixed_point.md,
+"Recurrent cells", is the contract; this docstring states the same arithmetic.
 
 Every step is one of four hardware primitives: int8 x int8 products summed in an
 int32 accumulator (the hidden-to-hidden matrix-vector product), a *sum requantiser*,
