@@ -170,6 +170,29 @@ _ENTRY_FORMATS = {
 }
 
 
+def _sequence_streams(info: dict[str, Any]) -> list[str]:
+    """registers.md's packet rules of a design whose first stage is recurrent
+    (``info["sequence"]``; none otherwise)."""
+    mode = info.get("sequence")
+    if mode is None:
+        return []
+    step, lanes = info["in_len"], info["in_lanes"]
+    out = ("one output packet per sequence: the output above, computed from the "
+           "sequence's last step" if mode == "last" else
+           f"one output beat per time step ({info['out_len']} elements), `m_axis_tlast` "
+           "on the sequence's last step: an output packet is the whole output sequence")
+    return ["", "### Sequences", "",
+            "This design's first stage is recurrent: *one input item is a sequence*. An "
+            f"input packet is T >= 1 time steps of {step} elements ({step // lanes} "
+            f"beat(s) per step), T * {step} elements back to back with no padding, "
+            "`s_axis_tlast` on the last beat of the sequence's last step (its end: the "
+            "state resets for the next packet). The `in_len` above is one step. "
+            "`s_axis_tlast` on a beat inside a step sets STATUS.TLAST_ERROR (the data "
+            "still flows). Packets are sequences also for SOFT_RESET (a half-accepted "
+            f"sequence is dropped up to its TLAST), INPUTS and INFERENCES. Output: {out}; "
+            "outputs leave in input order."]
+
+
 def emit_markdown(regs: Sequence[Register], info: dict[str, Any]) -> str:
     """``registers.md``: the register table, fields, bus rules, stream formats and, for
     runtime parameters, the load layout.  ``info`` is ``AcceleratorTop.describe()``."""
@@ -223,6 +246,7 @@ def emit_markdown(regs: Sequence[Register], info: dict[str, Any]) -> str:
               "`m_axis_tlast` on its last beat. Once `m_axis_tvalid` is high it stays high, "
               "with the same data, until the beat is taken -- also across SOFT_RESET.",
               "* Image tensors travel in HWC order (channel fastest).",
+              *_sequence_streams(info),
               "", "## SOFT_RESET", "",
               "CONTROL.SOFT_RESET discards every item inside the accelerator and clears the "
               "counters and STATUS flags, keeping packets whole on both streams:",

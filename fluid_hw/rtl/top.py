@@ -12,6 +12,17 @@ Stream protocol (also in the generated ``registers.md``):
 * Default lanes: the first stage's input beat width and the last stage's output beat
   width (``simd`` and ``pe`` of an MVAU).
 
+Sequences (a recurrent first stage: its spec's ``sequence_io`` is ``"last"`` or
+``"sequence"``, see :func:`sequence_mode`): an input packet is one sequence of any
+number T >= 1 of time steps, ``T * in_len`` elements back to back (``in_len``: one
+step's elements), no padding, TLAST on the sequence's last beat.  The framing
+assembles each step into one stage beat of ``8 * in_len + 1`` bits whose top bit is
+the last-step flag (TLAST of the step's last beat; TLAST on any other beat sets
+STATUS.TLAST_ERROR, the data still flows).  Output: ``"last"`` -- one ordinary packet
+per sequence (the stages behind the recurrent one are fixed-size); ``"sequence"`` --
+the recurrent stage is the last one and sends one beat of ``8 * out_len + 1`` bits per
+step, the top bit its last-step flag, which becomes ``m_axis_tlast``.
+
 Datapath: input skid buffer -> framing -> [lane converter -> FIFO -> stage] per stage
 -> lane converter, reset as a whole by CONTROL.SOFT_RESET (not the weight memories,
 nor the bus); then :class:`_OutPackets` (framing -> output skid buffer), which
@@ -89,6 +100,43 @@ class StageGraph:
 def chain_inputs(n: int) -> list[tuple[int, ...]]:
     """The inputs of a chain of ``n`` stages: each reads the one before it."""
     return [(k - 1,) for k in range(n)]
+
+
+#: the values of a recurrent stage spec's ``sequence_io``
+SEQUENCE_MODES = ("last", "sequence")
+
+
+def sequence_mode(specs: Sequence[StageSpec], inputs: Inputs | None = None,
+                  name: str = "accelerator") -> str | None:
+    """None for an accelerator of fixed-size items; ``"last"`` or ``"sequence"`` when
+    its first stage is recurrent (``specs[0].sequence_io``, the stage's output: one
+    vector per sequence or one per step).  A recurrent stage must be the first stage
+    and the only reader of the input; in mode ``"sequence"`` also the last stage."""
+    inputs = inputs if inputs is not None else chain_inputs(len(specs))
+    modes = [getattr(s, "sequence_io", None) for s in specs]
+    for k, (s, mode) in enumerate(zip(specs, modes)):
+        if mode is None:
+            continue
+        if mode not in SEQUENCE_MODES:
+            raise HardwareConfigError(f"stage {s.name!r}: sequence_io {mode!r} is none of "
+                                      f"{SEQUENCE_MODES}")
+        if k != 0:
+            raise HardwareConfigError(
+                f"accelerator {name!r}: the recurrent stage {s.name!r} is stage {k}; a "
+                "recurrent stage must be the first stage (its input is the sequence stream)")
+    mode = modes[0] if specs else None
+    if mode is None:
+        return None
+    readers = [k for k, ins in enumerate(inputs) if -1 in ins]
+    if readers != [0] or list(inputs[0]) != [-1]:
+        raise HardwareConfigError(f"accelerator {name!r}: only the recurrent stage "
+                                  f"{specs[0].name!r} may read the sequence input")
+    if mode == "sequence" and len(specs) != 1:
+        raise HardwareConfigError(
+            f"accelerator {name!r}: the recurrent stage {specs[0].name!r} outputs the whole "
+            "sequence (one vector per step), so it must be the last stage; stages after it "
+            "take one vector per sequence (its last step) only")
+    return mode
 
 
 def consumers(inputs: Inputs, n: int) -> dict[int, list[tuple[int, int]]]:
@@ -206,6 +254,84 @@ class _Framing(Component):
         return m
 
 
+class _StepFraming(Component):
+    """Sequence input framing: beats of ``lanes`` int8 elements and TLAST (the top
+    payload bit) -> one beat per time step of ``step`` elements with the last-step flag
+    (TLAST of the step's last beat) on top.  ``fire``: an input beat is taken;
+    ``seq_end``: it ends a sequence (TLAST on a step's last beat); ``partial``: a
+    sequence is under way; ``tlast_error``: TLAST on a beat inside a step."""
+
+    def __init__(self, lanes: int, step: int) -> None:
+        self.lanes, self.step = lanes, step
+        super().__init__({"i": In(stream.Signature(8 * lanes + 1)),
+                          "o": Out(stream.Signature(8 * step + 1)),
+                          "fire": Out(1), "seq_end": Out(1), "partial": Out(1),
+                          "tlast_error": Out(1)})
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        beats = self.step // self.lanes
+        data, tlast = self.i.payload[:-1], self.i.payload[-1]
+        fire = self.i.valid & self.i.ready
+        mid = Signal()  # beats of a sequence taken, its TLAST not yet
+        if beats == 1:
+            at_end = 1
+            m.d.comb += self.o.payload.eq(self.i.payload)
+        else:
+            cnt = Signal(range(beats))
+            held = Signal(8 * self.lanes * (beats - 1))  # the step's earlier beats
+            at_end = cnt == beats - 1
+            m.d.comb += self.o.payload.eq(Cat(held, data, tlast))
+            with m.If(fire):
+                m.d.sync += cnt.eq(Mux(at_end, 0, cnt + 1))
+                with m.If(~at_end):
+                    m.d.sync += held.eq(Cat(held[8 * self.lanes:], data))
+        m.d.comb += [
+            self.o.valid.eq(self.i.valid & at_end),
+            self.i.ready.eq(Mux(at_end, self.o.ready, 1)),
+            self.fire.eq(fire),
+            self.seq_end.eq(fire & at_end & tlast),
+            self.partial.eq(mid),
+            self.tlast_error.eq(fire & tlast & ~at_end),
+        ]
+        with m.If(fire):
+            m.d.sync += mid.eq(~(tlast & at_end))
+        return m
+
+
+class _SeqOutPackets(Component):
+    """The output end of mode ``"sequence"``: beats of ``width`` bits with the last-step
+    flag on top -> ``tlast`` from the flag, through the output skid buffer; on
+    ``flush`` a half-sent sequence is completed with one zero beat carrying ``tlast``
+    (as :class:`_OutPackets` completes a fixed packet)."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        super().__init__({"i": In(stream.Signature(width + 1)),
+                          "o": Out(stream.Signature(width + 1)),
+                          "flush": In(1), "flushing": Out(1)})
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        m.submodules.skid = skid = SkidBuffer(self.width + 1)
+        partial = Signal()  # beats of a sequence sent into the skid buffer, its last not
+        flushing = self.flushing
+        with m.If(flushing):  # one zero beat with tlast ends a half-sent sequence
+            m.d.comb += [skid.i.valid.eq(partial), skid.i.payload.eq(1 << self.width)]
+        with m.Else():
+            m.d.comb += [skid.i.valid.eq(self.i.valid & ~self.flush),
+                         skid.i.payload.eq(self.i.payload),
+                         self.i.ready.eq(skid.i.ready & ~self.flush)]
+        with m.If(skid.i.valid & skid.i.ready):
+            m.d.sync += partial.eq(~skid.i.payload[-1])
+        wiring.connect(m, skid.o, wiring.flipped(self.o))
+        with m.If(self.flush):
+            m.d.sync += flushing.eq(partial | skid.o.valid)
+        with m.Elif(~partial & ~skid.o.valid):
+            m.d.sync += flushing.eq(0)
+        return m
+
+
 class _OutPackets(Component):
     """The output end: frames the datapath's beats into packets (``tlast`` on the last
     of ``beats``) through the output skid buffer, and keeps packets whole across
@@ -252,9 +378,10 @@ class _Datapath(Component):
     def __init__(self, top: AcceleratorTop) -> None:
         self.top = top
         self.units = [_unit(s, ln, top.ff_style) for s, ln in zip(top.specs, top.lanes)]
+        last_flag = int(top.sequence == "sequence")  # the output's last-step bit
         members: dict[str, object] = {
             "i": In(stream.Signature(8 * top.in_lanes + 1)),
-            "o": Out(stream.Signature(top.out_bits * top.out_lanes)),
+            "o": Out(stream.Signature(top.out_bits * top.out_lanes + last_flag)),
             "in_vector": Out(1), "in_partial": Out(1), "tlast_error": Out(1),
         }
         for k, u in enumerate(self.units):
@@ -266,6 +393,8 @@ class _Datapath(Component):
         m = Module()
         top = self.top
         inl, outl = top.in_lanes, top.out_lanes
+        if top.sequence is not None:
+            return self._elaborate_sequence(m)
         m.submodules.in_skid = in_skid = SkidBuffer(8 * inl + 1)
         m.submodules.in_frame = in_frame = _Framing(8 * inl, top.in_len // inl)
         wiring.connect(m, wiring.flipped(self.i), in_skid.i)
@@ -314,6 +443,45 @@ class _Datapath(Component):
         wiring.connect(m, prev, wiring.flipped(self.o))  # framed by _OutPackets
         return m
 
+    def _elaborate_sequence(self, m: Module) -> Module:
+        """A chain behind a recurrent first stage: the step framing feeds it one beat
+        per time step (with the last-step flag); in mode ``"sequence"`` its output
+        beats keep their flag up to :class:`_SeqOutPackets`."""
+        top = self.top
+        m.submodules.in_skid = in_skid = SkidBuffer(8 * top.in_lanes + 1)
+        m.submodules.in_frame = frame = _StepFraming(top.in_lanes, top.in_len)
+        wiring.connect(m, wiring.flipped(self.i), in_skid.i)
+        wiring.connect(m, in_skid.o, frame.i)
+        m.d.comb += [self.in_vector.eq(frame.seq_end), self.in_partial.eq(frame.partial),
+                     self.tlast_error.eq(frame.tlast_error)]
+        prev: Any = frame.o
+        if top.fifo_depth:
+            m.submodules.s0p0_fifo = fifo = StreamFIFO(8 * top.in_len + 1, top.fifo_depth)
+            wiring.connect(m, prev, fifo.i)
+            prev = fifo.o
+        n = len(top.specs)
+        for k, (unit, (ul, _uo), spec) in enumerate(zip(self.units, top.lanes, top.specs)):
+            m.submodules[f"stage{k}_{spec.name}"] = unit
+            if k:
+                pl = top.lanes[k - 1][1]
+                prev = self._link(m, f"s{k}p0", prev, top.specs[k - 1].out_bits, pl, ul,
+                                  top.edge_fifo.get((k, 0), top.fifo_depth))
+            wiring.connect(m, prev, unit.i)
+            if f"wr{k}" in self.signature.members:
+                wiring.connect(m, wiring.flipped(getattr(self, f"wr{k}")), unit.wr)
+            prev = unit.o
+        if top.sequence == "sequence":  # one whole step per beat, flag on top
+            if top.fifo_depth:
+                m.submodules.out_fifo = fifo = StreamFIFO(top.out_bits * top.out_lanes + 1,
+                                                          top.fifo_depth)
+                wiring.connect(m, prev, fifo.i)
+                prev = fifo.o
+        else:
+            prev = self._link(m, "out", prev, top.out_bits, top.lanes[n - 1][1], top.out_lanes,
+                              top.fifo_depth)
+        wiring.connect(m, prev, wiring.flipped(self.o))
+        return m
+
     def _link(self, m: Module, tag: str, prev: Any, bits: int, lanes: int, want: int,
               depth: int) -> Any:
         """Lane converter (if needed) and FIFO from ``prev`` to a consumer of ``want``."""
@@ -354,6 +522,7 @@ class AcceleratorTop(Component):
         self.inputs = [tuple(int(p) for p in ins) for ins in
                        (inputs if inputs is not None else chain_inputs(len(self.specs)))]
         _check_graph(self.specs, self.inputs)
+        self.sequence = sequence_mode(self.specs, self.inputs, name)
         self.edge_fifo = {(int(k), int(p)): int(d) for (k, p), d in (edge_fifo or {}).items()}
         if any(d < 0 for d in self.edge_fifo.values()):
             raise HardwareConfigError(f"accelerator {name!r}: edge FIFO depths must be >= 0")
@@ -370,6 +539,10 @@ class AcceleratorTop(Component):
                 f"accelerator {name!r}: {self.in_lanes} input lanes must divide the "
                 f"{self.in_len}-element input and {self.out_lanes} output lanes the "
                 f"{self.out_len}-element output")
+        if self.sequence == "sequence" and self.out_lanes != self.out_len:
+            raise HardwareConfigError(
+                f"accelerator {name!r}: a sequence output travels one time step per beat "
+                f"({self.out_len} elements); out_lanes {self.out_lanes} is not supported")
         if fifo_depth < 0 or addr_width < 8:
             raise HardwareConfigError(f"accelerator {name!r}: fifo_depth must be >= 0 and "
                                       "addr_width >= 8")
@@ -383,6 +556,8 @@ class AcceleratorTop(Component):
                         "version": list(VERSION), "ff_style": ff_style}
         if self.inputs != chain_inputs(len(self.specs)):  # a chain hashes as it always did
             self.options["inputs"] = [list(ins) for ins in self.inputs]
+        if self.sequence is not None:  # (absent from designs of fixed-size items)
+            self.options["sequence"] = self.sequence
         if self.edge_fifo:
             self.options["edge_fifo"] = sorted([k, p, d] for (k, p), d in
                                                self.edge_fifo.items())
@@ -435,6 +610,7 @@ class AcceleratorTop(Component):
             "stages": [{**s.structure(), "lanes": list(ln), "inputs": list(ins)}
                        for s, ln, ins in zip(self.specs, self.lanes, self.inputs)],
             "edge_fifo": sorted([k, p, d] for (k, p), d in self.edge_fifo.items()),
+            **({"sequence": self.sequence} if self.sequence is not None else {}),
         }
 
     def elaborate(self, platform: object) -> Module:
@@ -442,8 +618,12 @@ class AcceleratorTop(Component):
         soft_reset, clear = Signal(), Signal()
         dp = _Datapath(self)
         m.submodules.datapath = ResetInserter(soft_reset)(dp)
-        m.submodules.out_packets = out = _OutPackets(self.out_bits * self.out_lanes,
-                                                     self.out_len // self.out_lanes)
+        out: _OutPackets | _SeqOutPackets
+        if self.sequence == "sequence":
+            out = _SeqOutPackets(self.out_bits * self.out_lanes)
+        else:
+            out = _OutPackets(self.out_bits * self.out_lanes, self.out_len // self.out_lanes)
+        m.submodules.out_packets = out
         checked = ("PARAM_DATA",) if self.runtime else ()
         m.submodules.regs = regs = AXILiteRegisters(self.registers, self.addr_width, checked)
 
@@ -467,13 +647,17 @@ class AcceleratorTop(Component):
         # by SOFT_RESET is dropped whole (its remaining beats are taken and discarded); a
         # second SOFT_RESET while dropping ends the drop (the packet will not be finished)
         in_beats = self.in_len // self.in_lanes
-        in_pos = Signal(range(max(2, in_beats)))
+        # (a sequence packet ends at TLAST: "position" 1 while one is under way)
+        in_pos = Signal(range(max(2, in_beats)) if self.sequence is None else range(2))
         pos_next = Signal.like(in_pos)
         dropping = Signal()
         in_beat = self.s_axis_tvalid & self.s_axis_tready
         m.d.comb += pos_next.eq(in_pos)
         with m.If(in_beat):
-            m.d.comb += pos_next.eq(Mux(in_pos == in_beats - 1, 0, in_pos + 1))
+            if self.sequence is None:
+                m.d.comb += pos_next.eq(Mux(in_pos == in_beats - 1, 0, in_pos + 1))
+            else:
+                m.d.comb += pos_next.eq(~self.s_axis_tlast)
         m.d.sync += in_pos.eq(pos_next)
         with m.If(soft_reset):
             with m.If(dropping):
