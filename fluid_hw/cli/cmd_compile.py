@@ -25,7 +25,8 @@ def _run(args: argparse.Namespace) -> int:
                        calibration=args.calibration, folding=folding,
                        budget=budget, ii_target=args.ii, clock_mhz=args.clock_mhz,
                        auto_fold=auto, target_fps=args.target_fps,
-                       fraction=args.budget_fraction, stop_after=args.stop_after)
+                       fraction=args.budget_fraction, stop_after=args.stop_after,
+                       lut_multipliers=args.lut_multipliers)
     last = args.stop_after or COMPILE_STEPS[-1].name
     print(f"compiled {args.model} -> {args.out} (through step {last})")
     if st.segmentation is not None:  # which ops run where
@@ -88,6 +89,10 @@ def register(sub: Any) -> None:
     p.add_argument("--budget-fraction", type=float, default=0.85, metavar="F",
                    help="share of the device's multipliers, LUTs and block RAMs automatic "
                    "folding may use (default 0.85)")
+    p.add_argument("--lut-multipliers", action="store_true", help="automatic folding: "
+                   "where the DSPs run out, build the further products as LUT multipliers "
+                   "within the LUT budget (faster than the DSP-only bound; a much larger "
+                   "design, slower to emit, simulate and place and route)")
     p.add_argument("--macs", type=int, help="multiplier budget of the balanced folding "
                    "(default: the target's, 128 for sim)")
     p.add_argument("--ii", type=int, help="fold for this initiation interval (cycles) "

@@ -21,8 +21,7 @@ def register(sub: Any) -> None:
     p.add_argument("--board", default="ulx3s-85f",
                    help="board to build the bitstream for, or 'none' (default ulx3s-85f)")
     p.add_argument("--budget-fraction", type=float, default=0.85, metavar="F",
-                   help="share of the board's multipliers, LUTs and block RAMs the automatic "
-                   "folding may use (default 0.85; 0.92 gives the 85F's II-128 design, which "
-                   "meets the throughput and latency goals but took 9 minutes to place "
-                   "and route)")
+                   help="share of the board's multipliers, LUTs and block RAMs the demo's "
+                   "folding (fixed to II 256 for a place and route of about 2 minutes; "
+                   "`fluid-hw compile` folds automatically) is checked against (default 0.85)")
     p.set_defaults(fn=_run)

@@ -42,18 +42,22 @@ from fluid_hw.errors import AutoFoldError, HardwareConfigError
 from fluid_hw.rtl import BLOCK_ROM_BITS, StageGraph, stage_lanes
 from fluid_hw.rtl.spec import StageSpec, spec_from_structure
 
+from .bound import Bound, macs_of, multipliers_used
 from .folding import (
     FoldingBudget,
     FoldingError,
     FoldUnit,
     _Option,
-    balance,
     check_folding,
     ii_for_rate,
+    limit,
+    search,
+    with_lut_products,
 )
 from .kinds import KINDS, kind_of
 from .kinds._matrix import fifo_storage
-from .stages import Resources, estimate_pipeline, estimate_stage
+from .lane_costs import lut_multipliers_available
+from .stages import Resources, estimate_pipeline, stage_cost
 
 __all__ = ["AutoFoldError", "AutoFold", "Calibration", "CALIBRATION", "DEFAULT_FRACTION",
            "autofold", "device_estimate", "bridge_estimate", "specs_from_design", "fold_units",
@@ -80,7 +84,8 @@ class Calibration:
     ``LUT = base + per_pe * sum(PE) + per_tree_bit * sum(PE * adder-tree bits)
     + per_soft_rom * (constant-memory bits left in logic) / 16 + per_soft_ram *
     (RAM bits left in soft logic: iCE40) / 16 + per_runtime_pe * sum(PE of
-    runtime-weight stages) + per_window * (sliding-window generators)``;
+    runtime-weight stages) + per_window * (sliding-window generators) - per_shared_lane *
+    (requantiser lanes a shared requantiser saves: PE lanes less physical lanes)``;
     ``FF = ff_scale *`` :mod:`.stages`' flip-flop estimate.  ``bridge``: the board
     top's UART bridge, reset synchroniser and heartbeat with 1-byte beats, plus
     ``bridge_per_byte`` for each further byte of the input beat and of the output
@@ -96,6 +101,7 @@ class Calibration:
     ff_scale: float
     bridge: Resources
     bridge_per_byte: Resources
+    per_shared_lane: float = 0.0
 
 
 #: Fitted (non-negative least squares) to Yosys' counts of the 12 accelerators of
@@ -106,16 +112,20 @@ class Calibration:
 #: every design, where :mod:`.stages`' LUT figures were off by -52..+10 %.  Flip-flops:
 #: :mod:`.stages`' figure times the mean ratio, then within -16..+10 % (ECP5) and
 #: -22..+12 % (iCE40).  ``bridge``: ``UartBridge`` + reset synchroniser + heartbeat
-#: synthesised alone with 1- and 32-byte input beats.
+#: synthesised alone with 1- and 32-byte input beats.  ``per_shared_lane``: the LUTs a
+#: requantiser lane shared away saves (``per_pe`` holds one lane a PE), from Yosys'
+#: counts of the five calibration designs whose PE lanes share requantisers (2d49763):
+#: mlp_16_64_16_pe, mlp_64_32_10_4x8, mlp_64_128_64_10_2x16 and conv_pool_fc then within
+#: -8..+10 % (ECP5) and -4..+2 % (iCE40), mlp_runtime_16 +35 % and +27 %.
 CALIBRATION: dict[str, Calibration] = {
     "ecp5": Calibration(base=982, per_pe=456, per_tree_bit=0.87, per_soft_rom=0.82,
                         per_soft_ram=0.0, per_runtime_pe=188, per_window=148, ff_scale=0.951,
                         bridge=Resources(lut=835, ff=538),
-                        bridge_per_byte=Resources(lut=13, ff=7)),
+                        bridge_per_byte=Resources(lut=13, ff=7), per_shared_lane=300),
     "ice40": Calibration(base=965, per_pe=296, per_tree_bit=0.82, per_soft_rom=1.65,
                          per_soft_ram=12.0, per_runtime_pe=262, per_window=181,
                          ff_scale=1.023, bridge=Resources(lut=748, ff=538),
-                         bridge_per_byte=Resources(lut=11, ff=7)),
+                         bridge_per_byte=Resources(lut=11, ff=7), per_shared_lane=200),
 }
 
 
@@ -286,14 +296,28 @@ def specs_from_design(stages: Sequence[Mapping[str, Any]]) -> list[StageSpec]:
     return out
 
 
-def refold(spec: StageSpec, pe: int, simd: int) -> StageSpec:
+def refold(spec: StageSpec, pe: int, simd: int, lut_mults: int = 0) -> StageSpec:
     """A copy of a folding stage with another folding (same weight mode and arrays: a
-    const stage's memories cost differently from a runtime one's)."""
+    const stage's memories cost differently from a runtime one's), ``lut_mults`` of its
+    products in LUTs (a stage with LUT multipliers: :func:`lut_capable`)."""
     if not spec.folds:
         raise HardwareConfigError(f"stage {spec.name!r} has no folding")
-    if (pe, simd) == (spec.pe, spec.simd):  # type: ignore[attr-defined]
+    kinds = {"lut_mults": lut_mults} if hasattr(spec, "lut_mults") else {}
+    if lut_mults and not kinds:
+        raise HardwareConfigError(f"stage {spec.name!r} has no LUT multipliers")
+    if (pe, simd, lut_mults) == (spec.pe, spec.simd,  # type: ignore[attr-defined]
+                                 getattr(spec, "lut_mults", 0)):
         return spec
-    return replace(spec, pe=pe, simd=simd)  # type: ignore[type-var]
+    return replace(spec, pe=pe, simd=simd, **kinds)  # type: ignore[type-var]
+
+
+def lut_capable(spec: StageSpec, family: str = "ecp5") -> bool:
+    """Whether the search may build some of the stage's products in LUTs: its kind takes
+    ``lut_mults`` and the LUT product is measured for ``family`` (ECP5)."""
+    if family != "ecp5" or not getattr(spec, "lane_options", False) or \
+            not hasattr(spec, "lut_mults"):
+        return False
+    return lut_multipliers_available(getattr(spec, "weight_bits", 8), 8)
 
 
 @dataclass
@@ -302,23 +326,26 @@ class _DeviceUnit(FoldUnit):
 
     family: str = "ecp5"
 
-    def option(self, pe: int, simd: int) -> _Option:
-        key = (pe, simd)
+    def option(self, pe: int, simd: int, lut_mults: int = 0) -> _Option:
+        key = (pe, simd, lut_mults)
         if key not in self._cache:
-            stages = list(self.make(pe, simd))
+            stages = self.stages(pe, simd, lut_mults)
             lanes = stage_lanes(stages)
             ii, res, prev = 0, Resources(), None
             for s, ln in zip(stages, lanes):
-                e = estimate_stage(s, ln, prev)
-                ii, prev = max(ii, e.ii), ln[1]
-                res = res + _stage_resources(s, ln, self.family, e.resources)
-            self._cache[key] = _Option(ii, pe * simd, res, pe, simd)
+                s_ii, s_res = stage_cost(s, ln, prev)
+                ii, prev = max(ii, s_ii), ln[1]
+                res = res + _stage_resources(s, ln, self.family, s_res)
+            self._cache[key] = _Option(ii, pe * simd, res, pe, simd, lut_mults)
         return self._cache[key]
 
 
-def fold_units(specs: Sequence[StageSpec], family: str = "ecp5") -> list[FoldUnit]:
+def fold_units(specs: Sequence[StageSpec], family: str = "ecp5", *,
+               lut_multipliers: bool = True) -> list[FoldUnit]:
     """One :class:`FoldUnit` per matrix stage, with the stages behind it whose speed
-    follows from its folding (a max pool behind a convolution), costed for ``family``."""
+    follows from its folding (a max pool behind a convolution), costed for ``family``;
+    with ``lut_multipliers`` the units whose stage can build products in LUTs
+    (:func:`lut_capable`) may."""
     specs = list(specs)
     units: list[FoldUnit] = []
     for k, s in enumerate(specs):
@@ -333,17 +360,25 @@ def fold_units(specs: Sequence[StageSpec], family: str = "ecp5") -> list[FoldUni
         def make(pe: int, simd: int, s: StageSpec = s, tail: list[StageSpec] = tail
                  ) -> list[StageSpec]:
             return [refold(s, pe, simd), *tail]
+
+        def make_lut(pe: int, simd: int, n: int, s: StageSpec = s,
+                     tail: list[StageSpec] = tail) -> list[StageSpec]:
+            return [refold(s, pe, simd, n), *tail]
         mw, mh = s.fold_dims  # type: ignore[attr-defined]
-        units.append(_DeviceUnit(s.name, mw, mh, make, family=family))
+        units.append(_DeviceUnit(s.name, mw, mh, make,
+                                 make_lut=make_lut if lut_multipliers and
+                                 lut_capable(s, family) else None,
+                                 family=family))
     return units
 
 
-def _apply(specs: Sequence[StageSpec], folding: Mapping[str, tuple[int, int]]
-           ) -> list[StageSpec]:
+def _apply(specs: Sequence[StageSpec], folding: Mapping[str, tuple[int, int]],
+           lut_mults: Mapping[str, int] | None = None) -> list[StageSpec]:
     out = []
+    lut = lut_mults or {}
     for s in specs:
         if s.name in folding and s.folds:
-            out.append(refold(s, *folding[s.name]))
+            out.append(refold(s, *folding[s.name], lut.get(s.name, 0)))
         else:
             out.append(s)
     return out
@@ -370,6 +405,11 @@ class AutoFold:
     clock_mhz: float
     overrides: dict[str, tuple[int, int]] = field(default_factory=dict)
     target_fps: float | None = None
+    #: of each layer's PE x SIMD products, how many are LUT multipliers (only layers
+    #: with some)
+    lut_mults: dict[str, int] = field(default_factory=dict)
+    #: the design against the device's multiplier bound at ``clock_mhz``, and what binds
+    bound: Bound | None = None
 
     @property
     def throughput_per_s(self) -> float:
@@ -378,12 +418,14 @@ class AutoFold:
     def as_report(self) -> dict[str, Any]:
         return {"device": self.device, "fraction": self.fraction,
                 "folding": {k: {"pe": p, "simd": s} for k, (p, s) in self.folding.items()},
+                "lut_mults": dict(self.lut_mults),
                 "resources": self.resources, "limits": self.limits,
                 "available": self.available, "initiation_interval": self.initiation_interval,
                 "latency_cycles": self.latency_cycles, "bottleneck": self.bottleneck,
                 "clock_mhz": self.clock_mhz, "throughput_per_s": self.throughput_per_s,
                 "overrides": {k: {"pe": p, "simd": s} for k, (p, s) in self.overrides.items()},
-                "target_fps": self.target_fps}
+                "target_fps": self.target_fps,
+                "bound": self.bound.as_report() if self.bound is not None else None}
 
 
 def _fmt_fold(f: Mapping[str, tuple[int, int]]) -> str:
@@ -423,9 +465,12 @@ def autofold(specs: Sequence[StageSpec], device: DeviceLike, *,
              overrides: Mapping[str, tuple[int, int]] | None = None,
              target_fps: float | None = None, clock_mhz: float = 100.0,
              fifo_depth: int = 2, in_lanes: int | None = None,
-             out_lanes: int | None = None, graph: StageGraph | None = None) -> AutoFold:
+             out_lanes: int | None = None, graph: StageGraph | None = None,
+             lut_multipliers: bool = False) -> AutoFold:
     """Choose PE x SIMD for every matrix stage of ``specs`` for ``device`` (see the
-    module docstring).  ``fraction``: share of each budget resource to use."""
+    module docstring).  ``fraction``: share of each budget resource to use;
+    ``lut_multipliers``: where the DSPs run out, products may be built in LUTs (within
+    the LUT budget; default False: every product a DSP, the smaller, quicker design)."""
     specs = list(specs)
     if not 0 < fraction <= 1:
         raise AutoFoldError(f"fraction must be in (0, 1], got {fraction}")
@@ -434,14 +479,15 @@ def autofold(specs: Sequence[StageSpec], device: DeviceLike, *,
     available = {r: int(device.resources.get(r, 0)) for r in BUDGET_RESOURCES}
     limits = {r: floor(fraction * n) for r, n in available.items()}
     fixed = dict(overrides or {})
-    units = fold_units(specs, family)
+    units = fold_units(specs, family, lut_multipliers=lut_multipliers)
     check_folding(units, fixed)
     ii_target = None
     if target_fps is not None:
         ii_target = ii_for_rate(target_fps, clock_mhz, AutoFoldError)
 
-    def whole(folding: Mapping[str, tuple[int, int]]) -> tuple[dict[str, int], Any]:
-        trial = _apply(specs, folding)
+    def whole(folding: Mapping[str, tuple[int, int]], lut: Mapping[str, int] | None = None
+              ) -> tuple[dict[str, int], Any]:
+        trial = _apply(specs, folding, lut)
         est = estimate_pipeline(trial, in_lanes=in_lanes, out_lanes=out_lanes,
                                 fifo_depth=fifo_depth, graph=graph)
         return device_estimate(trial, family, fifo_depth=fifo_depth, in_lanes=in_lanes,
@@ -458,15 +504,19 @@ def autofold(specs: Sequence[StageSpec], device: DeviceLike, *,
                "bram": base["bram"] - unit_sum.bram}
     share = {r: limits[r] - max(0, outside[r]) for r in BUDGET_RESOURCES}
     folding: dict[str, tuple[int, int]] | None = None
+    lut: dict[str, int] = {}
     last_err: FoldingError | None = None
+    budget = FoldingBudget()
     for _ in range(8):  # tighten the share until the whole design fits
         budget = FoldingBudget(dsp=share["dsp"], lut=share["lut"], bram=share["bram"])
         try:
-            folding = balance(units, budget, fixed=fixed, ii_target=ii_target)
+            opts = search(units, budget, fixed=fixed, ii_target=ii_target)
         except FoldingError as e:
             folding, last_err = None, e
             break
-        res, _est = whole(folding)
+        folding = {k: (o.pe, o.simd) for k, o in opts.items()}
+        lut = {k: o.lut_mults for k, o in opts.items() if o.lut_mults}
+        res, _est = whole(folding, lut)
         over = _over(res, limits)
         if not over:
             break
@@ -475,18 +525,90 @@ def autofold(specs: Sequence[StageSpec], device: DeviceLike, *,
         folding = None
     if folding is None:
         raise _no_fit(specs, units, device, family, fraction, limits, fixed, ii_target,
-                      clock_mhz, whole, last_err, graph)
-    res, est = whole(folding)
+                      clock_mhz, whole, last_err, graph, lut_multipliers)
+    res, est = whole(folding, lut)
+    chosen = _apply(specs, folding, lut)
+    used, in_luts = multipliers_used(chosen)
+    binding, why = _binding(units, opts, budget, fixed, est, ii_target)
+    if binding == "DSP" and not lut_multipliers and \
+            any(lut_capable(s, family) for s in specs if s.folds):
+        why += "; LUT multipliers beside the DSPs would go further (lut_multipliers=True)"
+    bound = Bound(macs_of(chosen), available["dsp"], clock_mhz, est.initiation_interval,
+                  used, in_luts, binding, why)
     return AutoFold({u.name: folding[u.name] for u in units}, dev_name, family, fraction,
                     res, available, limits, est.initiation_interval, est.latency_cycles,
-                    est.bottleneck, clock_mhz, fixed, target_fps)
+                    est.bottleneck, clock_mhz, fixed, target_fps, lut, bound)
+
+
+_RESOURCE_NAMES = {"dsp": "DSP", "lut": "LUT", "bram": "BRAM", "ff": "FF",
+                   "macs": "multipliers"}
+
+
+def _binding(units: Sequence[FoldUnit], opts: Mapping[str, _Option], budget: FoldingBudget,
+             fixed: Mapping[str, tuple[int, int]], est: Any, ii_target: int | None
+             ) -> tuple[str, str]:
+    """What keeps the chosen folding from a faster one, and the figures behind it."""
+    ii = est.initiation_interval
+    unit_ii = max((o.ii for o in opts.values()), default=0)
+    if ii > unit_ii:  # a stage outside the folding units (or a port) is the slowest
+        b = est.bottleneck
+        return (f"a stage that cannot fold further: {b} at its fully unrolled II",
+                f"{b}: {ii} cycles whatever the folding; the folded layers need {unit_ii}")
+    if ii_target is not None:
+        return ("the requested throughput", f"the cheapest folding reaching II {ii_target} "
+                "or less, not the fastest")
+    if units and all(u.name in fixed for u in units):
+        return "the --fold overrides", "every layer's folding is given"
+    lim = limit(units, budget, unit_ii, fixed=fixed)
+    if lim.kind == "unit":
+        u = next(u for u in units if u.name == lim.unit)
+        if u.name in fixed:
+            o = opts[u.name]
+            return (f"the --fold override of {u.name}",
+                    f"{u.name}: {o.ii} cycles at the given {o.pe}x{o.simd}")
+        fastest = min(u.options, key=lambda o: (o.ii, o.macs))
+        return _floor_of(u, fastest)
+    names = [_RESOURCE_NAMES[r] for r in lim.resources]
+    luts = any(u.lut_capable for u in units)
+    needs = ", ".join(f"{n:,} {_RESOURCE_NAMES[r]} of {getattr(budget, r):,}"
+                      for r, n in lim.needs.items())
+    if "dsp" in lim.resources and "lut" in lim.resources and luts:
+        names = ["LUT"] + [n for n in names if n not in ("DSP", "LUT")]
+        why = (f"the next faster balanced folding, II {lim.next_ii}, needs {needs} with its "
+               "extra products in LUTs: the DSPs are spent and the LUTs cannot hold the rest")
+    else:
+        why = f"the next faster balanced folding, II {lim.next_ii}, needs {needs}"
+    return " and ".join(names) or "the budget", why + " (the stages' share of the budget)"
+
+
+def _floor_of(u: FoldUnit, o: _Option) -> tuple[str, str]:
+    """The binding text of a unit already at its fastest option ``o``."""
+    stages = u.stages(o.pe, o.simd, o.lut_mults)
+    lanes = stage_lanes(stages)
+    prev = None
+    for s, ln in zip(stages, lanes):
+        s_ii, _ = stage_cost(s, ln, prev)
+        prev = ln[1]
+        if s_ii < o.ii:
+            continue
+        macs = int(s.macs())
+        mac_cycles = macs // max(1, o.pe * o.simd) if s.folds else 0
+        if s.folds and hasattr(s, "geometry") and s_ii > mac_cycles:
+            return ("the sliding-window generator",
+                    f"{s.name}: {s_ii} cycles at its fastest folding {o.pe}x{o.simd}, whose "
+                    f"MACs need {mac_cycles}")
+        return (f"a stage that cannot fold further: {s.name} at its fully unrolled II",
+                f"{s.name}: {s_ii} cycles at {o.pe}x{o.simd}" if s.folds else
+                f"{s.name}: {s_ii} cycles behind {u.name} at {o.pe}x{o.simd}")
+    return (f"a stage that cannot fold further: {u.name} at its fully unrolled II",
+            f"{u.name}: {o.ii} cycles")
 
 
 def _no_fit(specs: Sequence[StageSpec], units: Sequence[FoldUnit], device: DeviceLike,
             family: str, fraction: float, limits: Mapping[str, int],
             fixed: Mapping[str, tuple[int, int]], ii_target: int | None, clock_mhz: float,
-            whole: Any, err: FoldingError | None, graph: StageGraph | None = None
-            ) -> AutoFoldError:
+            whole: Any, err: FoldingError | None, graph: StageGraph | None = None,
+            lut_multipliers: bool = True) -> AutoFoldError:
     """The error for a design that does not fit: what is over, and what would fit."""
     name = getattr(device, "name", device)
     pct = round(100 * fraction)
@@ -495,11 +617,25 @@ def _no_fit(specs: Sequence[StageSpec], units: Sequence[FoldUnit], device: Devic
     res, _ = whole(slow)
     over = _over(res, limits)
     what = "with " + _fmt_fold(fixed) if fixed else "even at the slowest folding"
+    in_luts = ""
+    if "dsp" in over and any(u.lut_capable for u in units):
+        # the products beyond the DSPs in LUTs: what still does not fit
+        opts = [u.option(*slow[u.name]) for u in units]
+        room = limits["dsp"] - (res["dsp"] - sum(o.res.dsp for o in opts))
+        traded = with_lut_products(units, opts, FoldingBudget(dsp=room))
+        if traded is not None:
+            lut = {u.name: o.lut_mults for u, o in zip(units, traded) if o.lut_mults}
+            res2, _ = whole(slow, lut)
+            over2 = _over(res2, limits)
+            if "dsp" not in over2:
+                res, over = res2, over2
+                in_luts = f" ({sum(lut.values())} products in LUTs)"
+    what += in_luts
     if ii_target is not None and not over:
         fast = None
         with contextlib.suppress(AutoFoldError):
             fast = autofold(specs, device, fraction=fraction, overrides=fixed, graph=graph,
-                            clock_mhz=clock_mhz)
+                            clock_mhz=clock_mhz, lut_multipliers=lut_multipliers)
         msg = (f"no folding reaches {clock_mhz * 1e6 / ii_target:.0f} inferences/s (initiation "
                f"interval {ii_target} cycles at {clock_mhz:g} MHz) within {pct} % of {name}")
         if fast is not None:
@@ -512,7 +648,7 @@ def _no_fit(specs: Sequence[StageSpec], units: Sequence[FoldUnit], device: Devic
     if fixed:
         try:
             free = autofold(specs, device, fraction=fraction, clock_mhz=clock_mhz,
-                            graph=graph)
+                            graph=graph, lut_multipliers=lut_multipliers)
             msg += f". Without the --fold overrides this fits: --fold {_fmt_fold(free.folding)}"
         except AutoFoldError:
             pass

@@ -35,7 +35,7 @@ The host programs around the accelerator come from :mod:`.partition`.  Layer nam
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -274,12 +274,13 @@ def discover(program: Program, feed_names: Sequence[str] | None = None,
     return Discovery(part, b.stages, np.asarray(b.in_perm))
 
 
-def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode: str
-               ) -> StageSpec:
+def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode: str,
+               lut_mults: int = 0) -> StageSpec:
     """The spec of a lowered stage for a folding (arrays from ``values``; none: a trial
-    spec for costing)."""
+    spec for costing), ``lut_mults`` of its products in LUTs."""
     try:
-        return get_kind(st.kind).make_spec(st, values, pe, simd, mode)
+        spec = get_kind(st.kind).make_spec(st, values, pe, simd, mode)
+        return replace(spec, lut_mults=lut_mults) if lut_mults else spec  # type: ignore[type-var]
     except HardwareConfigError as e:
         raise LoweringError(f"{st.op} {st.name!r} (ops {st.ops}): {e}") from None
 
@@ -377,6 +378,8 @@ class Lowered:
     budget: FoldingBudget | None = None
     #: the stage graph with the joins' FIFO depths
     graph: StageGraph | None = None
+    #: of each layer's products, how many are LUT multipliers (layers with some)
+    lut_mults: dict[str, int] = field(default_factory=dict)
 
     @property
     def specs(self) -> list[StageSpec]:
@@ -419,7 +422,8 @@ class Lowered:
         out = []
         for s in self.stages:
             pe, simd = self.folding.get(s.name, (1, 1))
-            out.append(_make_spec(s, values, pe, simd, self.weights_mode))
+            out.append(_make_spec(s, values, pe, simd, self.weights_mode,
+                                  self.lut_mults.get(s.name, 0)))
         return out
 
     def to_stream(self, x: np.ndarray) -> np.ndarray:
@@ -456,6 +460,7 @@ class Lowered:
             "partition": self.partition.describe(),
             "weights": self.weights_mode,
             "folding": {k: {"pe": pe, "simd": simd} for k, (pe, simd) in self.folding.items()},
+            **({"lut_mults": dict(self.lut_mults)} if self.lut_mults else {}),
             "fifo_depths": self.fifo,
             "join_fifo_depths": [[k, p, d] for (k, p), d in
                                  (self.graph.edge_fifo if self.graph else ())],
@@ -486,10 +491,13 @@ def _units(stages: list[LoweredStage]) -> list[FoldUnit]:
 
 def build(found: Discovery, values: Values, *, folding: Mapping[str, tuple[int, int]]
           | None = None, budget: FoldingBudget | None = DEFAULT_BUDGET,
-          ii_target: int | None = None, weights: str = "const") -> Lowered:
+          ii_target: int | None = None, weights: str = "const",
+          lut_mults: Mapping[str, int] | None = None) -> Lowered:
     """The discovered stages as hardware: ``folding`` per layer ``(pe, simd)``, the other
     layers balanced within ``budget`` (:func:`.balance`); parameter arrays from
-    ``values``.  The discovery is not changed (each build gets its own stage copies)."""
+    ``values``; ``lut_mults``: of a layer's products, how many to build in LUTs (as
+    :func:`.autofold.autofold` chooses them).  The discovery is not changed (each build
+    gets its own stage copies)."""
     if weights not in ("const", "runtime"):
         raise LoweringError(f"weights must be 'const' or 'runtime', not {weights!r}")
     stages = [replace(s, ops=list(s.ops), spec=None) for s in found.stages]
@@ -498,16 +506,18 @@ def build(found: Discovery, values: Values, *, folding: Mapping[str, tuple[int, 
     check_folding(units, given)
     fold = balance(units, budget, fixed=given, ii_target=ii_target)
     fold = {u.name: fold[u.name] for u in units}
+    lut = {k: int(n) for k, n in (lut_mults or {}).items() if n}
     specs: list[StageSpec] = []
     for s in stages:
         pe, simd = fold.get(s.name, (1, 1))
-        s.spec = spec = _make_spec(s, values, pe, simd, weights)
+        s.spec = spec = _make_spec(s, values, pe, simd, weights, lut.get(s.name, 0))
         specs.append(spec)
     graph = StageGraph.of([s.inputs for s in stages])
     ii = estimate_pipeline(specs, graph=graph).initiation_interval
     fifo = fifo_depths(specs, ii, graph)
     graph = StageGraph.of(graph.inputs, join_fifo_depths(specs, graph, ii, max(fifo)))
-    return Lowered(found.partition, stages, fold, weights, found.in_perm, fifo, budget, graph)
+    return Lowered(found.partition, stages, fold, weights, found.in_perm, fifo, budget, graph,
+                   lut)
 
 
 def lower(program: Program, values: Values, *, folding: Mapping[str, tuple[int, int]]

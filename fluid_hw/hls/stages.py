@@ -60,9 +60,17 @@ from fluid_hw.rtl.swg import (
 )
 from fluid_hw.rtl.top import StageGraph
 
+from .lane_costs import (
+    lut_product_cells,
+    product_multipliers,
+    requant_lanes,
+    requant_param_depth,
+)
+
 __all__ = ["MVAUStage", "ConvStage", "MaxPoolStage", "Stage", "Resources", "StageEstimate",
-           "PipelineEstimate", "estimate_stage", "estimate_pipeline", "hwc_order",
-           "mvau_resources", "swg_resources", "memory_resources", "mvau_times",
+           "PipelineEstimate", "estimate_stage", "stage_cost", "estimate_pipeline",
+           "hwc_order", "mvau_resources", "product_resources", "REQUANT_LANE",
+           "swg_resources", "memory_resources", "mvau_times",
            "window_times", "window_cycles", "MVAUConsumer", "ReduceConsumer",
            "queue_latency", "GraphTimes", "graph_times"]
 
@@ -168,18 +176,51 @@ def memory_resources(depth: int, width: int, *, const: bool) -> Resources:
     return Resources(bram=_bram(depth, width))
 
 
-def mvau_resources(mw: int, mh: int, pe: int, simd: int, requantize: bool, const: bool
-                    ) -> Resources:
+#: the requantiser lane (two multipliers: int32 x int16, shift, round, saturate)
+REQUANT_LANE = Resources(lut=180, ff=550, dsp=2)
+#: a PE's bias-only end (no requantisation: int32 out)
+BIAS_ONLY_LANE = Resources(lut=32, ff=130)
+
+
+def product_resources(pe: int, simd: int, lut_mults: int = 0, weight_bits: int = 8
+                      ) -> Resources:
+    """The multipliers of ``pe x simd`` products, ``lut_mults`` of them in LUTs
+    (:mod:`.lane_costs`): DSPs, and the LUT products' LUTs and flip-flops."""
+    dsp, lut = product_multipliers(pe, simd, lut_mults, weight_bits)
+    if not lut:
+        return Resources(dsp=dsp)
+    cells = lut_product_cells(weight_bits, 8)
+    if cells is None:
+        raise HardwareConfigError(f"{lut} LUT multipliers asked for, but this RTL has no "
+                                  "measured LUT multiplier (fluid_hw.rtl._lutmul)")
+    return Resources(lut=lut * cells[0], ff=lut * cells[1], dsp=dsp)
+
+
+def mvau_resources(mw: int, mh: int, pe: int, simd: int, requantize: bool, const: bool,
+                   lut_mults: int = 0, weight_bits: int = 8, thresholds: bool = False
+                   ) -> Resources:
+    """An MVAU's resources (ECP5): its products (:func:`product_resources`), per PE its
+    adder tree and weight memory, and the requantiser lanes (:func:`.lane_costs.
+    requant_lanes`: shared across PE lanes where the RTL shares them), two multipliers
+    each (a threshold lane: none) and a parameter memory each."""
     sf, nf = mw // simd, mh // pe
+    wbits = weight_bits * simd
     tree_bits = sum(17 + lvl for lvl in range(ceil_log2(simd)) for _ in range(simd >> lvl))
-    per_pe = Resources(lut=tree_bits + 32, ff=16 * simd + 32 * simd + tree_bits + 32,
-                       dsp=simd)
-    rq = Resources(lut=180, ff=550, dsp=2) if requantize else Resources(lut=32, ff=130)
-    total = Resources(lut=120, ff=60 + 6 * mvau_latency(simd, requantize))
+    per_pe = Resources(lut=tree_bits + 32, ff=16 * simd + 32 * simd + tree_bits + 32)
+    total = Resources(lut=120, ff=60 + 6 * mvau_latency(simd, requantize, pe=pe, sf=sf,
+                                                        thresholds=thresholds))
     for _ in range(pe):
-        total = total + per_pe + rq + memory_resources(nf * sf, 8 * simd, const=const) + \
-            memory_resources(nf, 54, const=const)
-    return total + memory_resources(2 << ceil_log2(sf), 8 * simd, const=False)
+        total = total + per_pe + memory_resources(nf * sf, wbits, const=const)
+        if not requantize:
+            total = total + BIAS_ONLY_LANE
+    lanes = requant_lanes(pe, sf, multipliers=requantize and not thresholds)
+    depth = requant_param_depth(pe, lanes, nf)
+    lane = REQUANT_LANE if requantize and not thresholds else \
+        Resources(lut=REQUANT_LANE.lut, ff=REQUANT_LANE.ff) if requantize else Resources()
+    for _ in range(lanes):
+        total = total + lane + memory_resources(depth, 54, const=const)
+    return total + product_resources(pe, simd, lut_mults, weight_bits) + \
+        memory_resources(2 << ceil_log2(sf), 8 * simd, const=False)
 
 
 def swg_resources(geom: WindowGeometry, lanes: int) -> Resources:
@@ -349,6 +390,16 @@ def _op(s: StageSpec) -> str:
 
 def _folding(s: StageSpec, lanes: tuple[int, int]) -> dict[str, int]:
     return _kind(s).folding(s, lanes)
+
+
+def stage_cost(stage: StageSpec, lanes: tuple[int, int] | None = None,
+               in_lanes: int | None = None) -> tuple[int, Resources]:
+    """``(ii, resources)`` of :func:`estimate_stage` without its timing model (cheap:
+    for the folding search, which needs no latency)."""
+    ln = lanes or stage_lanes([stage])[0]
+    src = in_lanes or ln[0]
+    ii = max(_stage_cycles(stage, ln), -(-stage.in_len // gcd(src, ln[0])))
+    return ii, _resources(stage, ln)
 
 
 def estimate_stage(stage: StageSpec, lanes: tuple[int, int] | None = None,

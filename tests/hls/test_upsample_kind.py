@@ -58,7 +58,7 @@ def test_integer_upsampling_lowers_bit_exactly(up, factor, folding):
     assert up_spec.factor == factor and up_spec.out_shape == (3, shape[1] * factor[0],
                                                               shape[2] * factor[1])
     lanes = stage_lanes(low.specs)
-    assert lanes[1] == (folding.get("conv2d_0", (1, 1))[0],) * 2  # the producer's lanes
+    assert lanes[1] == (low.folding["conv2d_0"][0],) * 2  # the producer's lanes
     x = np.random.default_rng(1).standard_normal((16, *shape)).astype(np.float32)
     check_stages(low, q, scope, {"x": x})
     est = low.estimate()

@@ -320,9 +320,14 @@ def _step_lower(st: CompileState) -> str:
     e = st.lowered.estimate()
     how = (f"automatic for {st.autofold.device} ({round(100 * st.fraction)} % budget)"
            if st.autofold is not None else "balanced")
-    return (f"{len(st.lowered.stages)} stages, folding {format_folding(st.lowered.folding)} "
-            f"({how}); "
-            f"estimated II {e.initiation_interval}, latency {e.latency_cycles} cycles")
+    lut = st.lowered.lut_mults
+    luts = (" with LUT multipliers " + ",".join(f"{k}={n}" for k, n in lut.items())
+            if lut else "")
+    bound = st.autofold.bound if st.autofold is not None else None
+    return (f"{len(st.lowered.stages)} stages, folding {format_folding(st.lowered.folding)}"
+            f"{luts} ({how}); "
+            f"estimated II {e.initiation_interval}, latency {e.latency_cycles} cycles"
+            + (f"; multiplier bound: {bound.describe()}" if bound is not None else ""))
 
 
 def _segmentation(st: CompileState) -> Segmentation | None:
@@ -357,9 +362,10 @@ def _autofold(st: CompileState) -> None:
     device = get_board(st.target.board).device
     st.autofold = autofold(trial.specs, device, fraction=st.fraction, overrides=st.folding,
                            target_fps=st.target_fps, clock_mhz=st.clock,
-                           fifo_depth=trial.fifo_depth, graph=trial.graph)
+                           fifo_depth=trial.fifo_depth, graph=trial.graph,
+                           lut_multipliers=st.options.folding.lut_multipliers)
     st.lowered = build(found, st.scope, folding=st.autofold.folding, budget=None,
-                       weights=st.weights)
+                       weights=st.weights, lut_mults=st.autofold.lut_mults)
 
 
 def _dumps(obj: Any) -> str:
@@ -539,7 +545,8 @@ def compile_model(model_dir: str | os.PathLike[str], out: str | os.PathLike[str]
     """Compile the saved inference model in ``model_dir`` into the build folder ``out``
     (see the module docstring) with ``options`` (a :class:`CompileOptions`, or its
     fields as keywords: ``target``, ``weights``, ``folding``, ``budget``, ``ii_target``,
-    ``clock_mhz``, ``quant_config``, ``auto_fold``, ``target_fps``, ``fraction``).
+    ``clock_mhz``, ``quant_config``, ``auto_fold``, ``target_fps``, ``fraction``,
+    ``lut_multipliers``).
     Returns the build state (``.lowered``, ``.top``...).
 
     On a board target the folding is automatic (:func:`fluid_hw.hls.autofold`, a

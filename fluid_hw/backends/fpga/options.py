@@ -48,6 +48,8 @@ class FoldingPolicy:
     ii_target: int | None = None
     target_fps: float | None = None
     fraction: float = DEFAULT_FRACTION
+    #: device-fit: products beyond the DSPs may be LUT multipliers (within the LUT budget)
+    lut_multipliers: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in FOLDING_MODES:
@@ -78,7 +80,7 @@ class FoldingPolicy:
                 "overrides": {k: {"pe": p, "simd": s} for k, (p, s) in self.overrides.items()},
                 "budget": None if self.budget is None else asdict(self.budget),
                 "ii_target": self.ii_target, "target_fps": self.target_fps,
-                "fraction": self.fraction}
+                "fraction": self.fraction, "lut_multipliers": self.lut_multipliers}
 
 
 @dataclass(frozen=True)
@@ -110,12 +112,13 @@ class CompileOptions:
                     budget: FoldingBudget | None = None, ii_target: int | None = None,
                     clock_mhz: float | None = None, quant_config: QuantConfig | None = None,
                     auto_fold: bool | None = None, target_fps: float | None = None,
-                    fraction: float = DEFAULT_FRACTION, name: str = "fluid_accel"
-                    ) -> CompileOptions:
+                    fraction: float = DEFAULT_FRACTION, name: str = "fluid_accel",
+                    lut_multipliers: bool = False) -> CompileOptions:
         """The options of the older keyword arguments of ``compile_model``."""
         policy = FoldingPolicy.from_auto_fold(auto_fold, overrides=dict(folding or {}),
                                               budget=budget, ii_target=ii_target,
-                                              target_fps=target_fps, fraction=fraction)
+                                              target_fps=target_fps, fraction=fraction,
+                                              lut_multipliers=lut_multipliers)
         return cls(target, weights, clock_mhz, policy, quant_config, name)
 
     def as_report(self) -> dict[str, Any]:

@@ -129,9 +129,32 @@ def _summary(r: Mapping[str, Any]) -> str:
     acc = r.get("accuracy") or {}
     if acc.get("hardware_int8") is not None:
         cards.append(_card("hardware int8 accuracy", f"{100 * acc['hardware_int8']:.2f} %"))
+    cards += _bound_cards(r)
     if not cards:
         return _missing("results", "fluid-hw compile MODEL --out BUILD_DIR")
     return f'<div class="cards">{"".join(cards)}</div>'
+
+
+def _bound_cards(r: Mapping[str, Any]) -> list[str]:
+    """The design against the device's multiplier bound: the automatic folding's
+    estimate (and what binds), and the bitstream's figure at Fmax."""
+    cards = []
+    b = (r.get("autofold") or {}).get("bound")
+    if b:
+        cards.append(_card(f"vs multiplier bound (estimate, {_num(b.get('clock_mhz'), '{:g}')}"
+                           " MHz)", f"{100 * b['throughput_vs_multiplier_bound']:.0f} % "
+                           f"(II {_num(b['initiation_interval'])} vs "
+                           f"{_num(b['bound_ii'], '{:.1f}')})"))
+        used = f"{_num(b['multipliers_used'])}" + (
+            f" ({_num(b['lut_multipliers'])} in LUTs)" if b.get("lut_multipliers") else "")
+        cards.append(_card("multipliers used, busy",
+                           f"{used}, {100 * b['multiplier_efficiency']:.0f} %"))
+        cards.append(_card("what binds the folding", _e(str(b.get("binding", "—")))))
+    goals = (r.get("bitstream") or {}).get("goals") or {}
+    if goals.get("throughput_vs_multiplier_bound") is not None:
+        cards.append(_card("vs multiplier bound at Fmax",
+                           f"{100 * goals['throughput_vs_multiplier_bound']:.0f} %"))
+    return cards
 
 
 def _layers(r: Mapping[str, Any]) -> str:
@@ -307,7 +330,9 @@ def render_report(report: Mapping[str, Any], title: str | None = None) -> str:
     if r.get("design_hash"):
         facts.append(f"design <code>{_e(str(r['design_hash'])[:12])}</code>")
     if r.get("folding"):
+        lut = (r.get("autofold") or {}).get("lut_mults") or {}
         fold = ", ".join(f"{_e(k)} {v.get('pe')}x{v.get('simd')}"
+                         + (f" ({_num(lut[k])} in LUTs)" if lut.get(k) else "")
                          for k, v in r["folding"].items() if isinstance(v, Mapping))
         facts.append(f"folding {fold}")
     sections = [

@@ -16,15 +16,15 @@ from fluid_hw.rtl.requant import PARAM_ENTRY_BITS
 from fluid_hw.rtl.stream import credit_depth
 
 from ...ir import dtypes
+from ..lane_costs import requant_lanes, requant_param_depth
 from ..partition import LoweringError, main_output
 from ..stage_info import INT32, FixedPoint, Values, broadcast, param_value
-from ..stages import Resources, memory_resources
+from ..stages import Resources, memory_resources, mvau_resources, product_resources
 
 __all__ = ["requant_tail", "requant_format", "threshold_format", "acc_format", "stage_clamp",
            "requant_arrays", "matrix_arrays", "window_args", "check_weights", "weight_layout",
-           "fifo_storage",
-           "tree_bits", "matrix_memories", "matrix_lut", "lane_memories", "lane_resources",
-           "lane_lut", "LaneCosts"]
+           "fifo_storage", "tree_bits", "requant_units_of", "matrix_memories", "matrix_lut",
+           "matrix_resources", "lane_memories", "lane_resources", "lane_lut", "LaneCosts"]
 
 
 def check_weights(b: Any, op: Any, name: str, wname: str) -> Any:
@@ -160,14 +160,25 @@ def tree_bits(simd: int) -> int:
     return sum(17 + lvl for lvl in range(ceil_log2(simd)) for _ in range(simd >> lvl))
 
 
+def requant_units_of(s: Any, unit: str = "matrix") -> tuple[int, int]:
+    """``(lanes, depth)``: a matrix-like stage's physical requantiser lanes (PE results
+    once every ``sf`` cycles; :func:`~..lane_costs.requant_lanes` of the RTL ``unit``
+    family, none shared in a threshold or bias-only pipe) and the entries of each one's
+    parameter memory."""
+    lanes = requant_lanes(s.pe, s.sf, unit, s.requantize and s.thresholds is None)
+    return lanes, requant_param_depth(s.pe, lanes, s.nf)
+
+
 def matrix_memories(s: Any) -> list[tuple[int, int, str]]:
-    """Weights and parameters per PE, the input double buffer and the output queue of an
-    MVAU-style datapath."""
+    """Weights per PE, parameters per requantiser lane, the input double buffer and the
+    output queue of an MVAU-style datapath."""
     const = "ram" if s.runtime else "rom"
     out = []
     for _ in range(s.pe):
-        out.append((s.nf * s.sf, 8 * s.simd, const))       # weights
-        out.append((s.nf, PARAM_ENTRY_BITS, const))         # bias, multiplier, shift
+        out.append((s.nf * s.sf, getattr(s, "weight_bits", 8) * s.simd, const))  # weights
+    lanes, depth = requant_units_of(s)
+    for _ in range(lanes):
+        out.append((depth, PARAM_ENTRY_BITS, const))         # bias, multiplier, shift
     out.append((2 << ceil_log2(s.sf), 8 * s.simd, "ram"))  # input double buffer
     depth = credit_depth(mvau_latency(s.simd, s.requantize, pe=s.pe, sf=s.sf,
                                       thresholds=s.thresholds is not None), s.sf)
@@ -176,22 +187,36 @@ def matrix_memories(s: Any) -> list[tuple[int, int, str]]:
 
 
 def matrix_lut(s: Any, cal: Any) -> float:
-    """The PEs' share of the calibrated LUT model (autofold.Calibration)."""
+    """The PEs' share of the calibrated LUT model (autofold.Calibration), and the LUT
+    multipliers' (:func:`~..stages.product_resources`, as measured)."""
     lut = cal.per_pe * s.pe + cal.per_tree_bit * s.pe * tree_bits(s.simd)
     if s.runtime:
         lut += cal.per_runtime_pe * s.pe
+    lut -= getattr(cal, "per_shared_lane", 0.0) * (s.pe - requant_units_of(s)[0])
+    if getattr(s, "lut_mults", 0):
+        lut += product_resources(s.pe, s.simd, s.lut_mults, s.weight_bits).lut
     return lut
 
 
+def matrix_resources(s: Any) -> Resources:
+    """An MVAU-style datapath's resources (:func:`~..stages.mvau_resources`) with the
+    spec's multiplier kinds (``lut_mults``, ``weight_bits``) and threshold mode."""
+    return mvau_resources(s.mw, s.mh, s.pe, s.simd, s.requantize, not s.runtime,
+                          getattr(s, "lut_mults", 0), getattr(s, "weight_bits", 8),
+                          s.thresholds is not None)
+
+
 def lane_memories(s: Any, weight_depth: int) -> list[tuple[int, int, str]]:
-    """A per-channel stage's (``affine``, ``dwconv``) memories of each PE lane: its
-    ``weight_depth`` int8 weights and its requantiser's bias / multiplier / shift."""
+    """A per-channel stage's (``affine``, ``dwconv``) memories: each PE lane's
+    ``weight_depth`` int8 weights and each requantiser lane's bias / multiplier / shift
+    (:func:`requant_units_of`: shared across PE lanes by a depthwise unit)."""
     const = "ram" if s.runtime else "rom"
-    out = []
-    for _ in range(s.pe):
-        out.append((weight_depth, 8, const))
-        out.append((s.nf, PARAM_ENTRY_BITS, const))
-    return out
+    lanes, depth = requant_units_of(s, "dwconv")
+    if lanes == s.pe:  # one requantiser a PE lane: lane by lane
+        return [m for _ in range(s.pe)
+                for m in ((weight_depth, 8, const), (depth, PARAM_ENTRY_BITS, const))]
+    return [(weight_depth, 8, const) for _ in range(s.pe)] + \
+        [(depth, PARAM_ENTRY_BITS, const) for _ in range(lanes)]
 
 
 @dataclass(frozen=True)
@@ -215,16 +240,20 @@ class LaneCosts:
 
 def lane_resources(s: Any, base: Resources, weight_depth: int, c: LaneCosts) -> Resources:
     """A per-channel stage's resources: ``base`` (the stage's own) and per PE lane its
-    figures ``c``, one multiplier (three with requantisation) and its memories
-    (:func:`lane_memories`)."""
-    rq_ff = c.ff_requant if s.requantize else c.ff_bias_only
+    figures ``c``, one multiplier and its memories (:func:`lane_memories`); with
+    requantisation the requantiser lanes (:func:`requant_units_of`), two multipliers
+    (a threshold lane none) and ``c.ff_requant`` flip-flops each."""
     lane = Resources(lut=c.lut + (c.lut_runtime if s.runtime else 0),
-                     ff=c.ff + rq_ff + (c.ff_runtime if s.runtime else 0),
-                     dsp=1 + (2 if s.requantize else 0))
+                     ff=c.ff + (c.ff_runtime if s.runtime else 0) +
+                     (0 if s.requantize else c.ff_bias_only), dsp=1)
     total = base
     for _ in range(s.pe):
-        total = total + lane + memory_resources(weight_depth, 8, const=not s.runtime) \
-            + memory_resources(s.nf, PARAM_ENTRY_BITS, const=not s.runtime)
+        total = total + lane + memory_resources(weight_depth, 8, const=not s.runtime)
+    lanes, depth = requant_units_of(s, "dwconv")
+    rq = Resources(ff=c.ff_requant, dsp=0 if s.thresholds is not None else 2) \
+        if s.requantize else Resources()
+    for _ in range(lanes):
+        total = total + rq + memory_resources(depth, PARAM_ENTRY_BITS, const=not s.runtime)
     return total
 
 

@@ -17,13 +17,14 @@ from fluid_hw.rtl.mvau import mvau_latency
 
 from ..partition import LoweringError, main_output
 from ..stage_info import Cursor, LoweredStage, Values, layer_name
-from ..stages import MVAUStage, Resources, mvau_resources, mvau_times
+from ..stages import MVAUStage, mvau_times
 from ._base import StageKind
 from ._matrix import (
     check_weights,
     matrix_arrays,
     matrix_lut,
     matrix_memories,
+    matrix_resources,
     requant_tail,
     stage_clamp,
     weight_layout,
@@ -65,10 +66,6 @@ def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode
                      weight_bits=int(st.layout.get("weight_bits", 8)), **arrays)
 
 
-def _resources(s: Any, lanes: tuple[int, int]) -> Resources:
-    return mvau_resources(s.mw, s.mh, s.pe, s.simd, s.requantize, not s.runtime)
-
-
 KIND = StageKind(
     name="mvau", spec=MVAUStage, report_op="quantized_fc",
     matches=lambda program, op: op.type == "quantized_fc",
@@ -78,7 +75,7 @@ KIND = StageKind(
         float(t_in.max()), s.mh, s.pe, s.sf,
         mvau_latency(s.simd, s.requantize, pe=s.pe, sf=s.sf,
                      thresholds=s.thresholds is not None)),
-    resources=_resources,
+    resources=lambda s, lanes: matrix_resources(s),
     memories=lambda s, lanes: matrix_memories(s),
     lut=lambda s, lanes, cal: matrix_lut(s, cal),
     shape=lambda s: {"mw": s.mw, "mh": s.mh},
