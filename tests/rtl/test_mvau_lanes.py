@@ -141,3 +141,24 @@ def test_spec_fields_round_trip_and_checks():
         MVAUSpec("fc", 6, 8, lut_mults=7, **kw)
     with pytest.raises(HardwareConfigError, match="weight_bits=9"):
         MVAUSpec("fc", 6, 8, weight_bits=9, **kw)
+
+
+def test_conv_and_fc_chain_with_lane_kinds():
+    """A convolution (int4 weights, shared DSPs and LUT lanes) into a fully-connected
+    stage (bipolar weights, some LUT lanes): the whole accelerator in amaranth.sim
+    against the specs' models."""
+    from fluid_hw.rtl import AcceleratorTop, ConvSpec
+
+    from .test_top import run_top
+
+    rng = np.random.default_rng(9)
+    conv = ConvSpec("conv1", (2, 5, 5), 4, kernel=3, padding=1, pe=4, simd=6,
+                    weights=_weights(rng, 4, (4, 2, 3, 3)), bias=rng.integers(-99, 99, 4),
+                    multiplier=rng.integers(1, 2**15, 4), shift=rng.integers(19, 21, 4),
+                    relu=True, lut_mults=7, weight_bits=4)
+    fc = MVAUSpec("fc", 100, 6, pe=2, simd=4, weights=_weights(rng, 1, (6, 100)),
+                  multiplier=rng.integers(1, 2**15, 6), shift=rng.integers(17, 19, 6),
+                  lut_mults=3, weight_bits=1)
+    top = AcceleratorTop([conv, fc])
+    x = rng.integers(-128, 128, (2, 50))
+    np.testing.assert_array_equal(run_top(top, x, seed=2), top.model(x))
