@@ -20,7 +20,6 @@ from ..stages import (
     ConvStage,
     MVAUConsumer,
     Resources,
-    mvau_resources,
     queue_latency,
     swg_resources,
     window_cycles,
@@ -40,6 +39,7 @@ from ._matrix import (
     matrix_arrays,
     matrix_lut,
     matrix_memories,
+    matrix_resources,
     stage_clamp,
     weight_layout,
     window_args,
@@ -108,7 +108,7 @@ def _resources(s: Any, lanes: tuple[int, int]) -> Resources:
         windows = wide_window_resources(s.geometry, s.simd)
     else:
         windows = swg_resources(s.geometry, s.window_lanes)
-    return mvau_resources(s.mw, s.mh, s.pe, s.simd, s.requantize, not s.runtime) + windows
+    return matrix_resources(s) + windows
 
 
 def _memories(s: Any, lanes: tuple[int, int]) -> list[tuple[int, int, str]]:
