@@ -106,6 +106,14 @@ def chain_inputs(n: int) -> list[tuple[int, ...]]:
 SEQUENCE_MODES = ("last", "sequence")
 
 
+def _sequence_io(spec: StageSpec) -> str | None:
+    """A stage's ``sequence_io``; a ``recurrent`` kind's ``mode`` where it has none."""
+    v = getattr(spec, "sequence_io", None)
+    if v is None and getattr(spec, "kind", None) == "recurrent":
+        v = getattr(spec, "mode", None)
+    return v
+
+
 def sequence_mode(specs: Sequence[StageSpec], inputs: Inputs | None = None,
                   name: str = "accelerator") -> str | None:
     """None for an accelerator of fixed-size items; ``"last"`` or ``"sequence"`` when
@@ -113,7 +121,7 @@ def sequence_mode(specs: Sequence[StageSpec], inputs: Inputs | None = None,
     vector per sequence or one per step).  A recurrent stage must be the first stage
     and the only reader of the input; in mode ``"sequence"`` also the last stage."""
     inputs = inputs if inputs is not None else chain_inputs(len(specs))
-    modes = [getattr(s, "sequence_io", None) for s in specs]
+    modes = [_sequence_io(s) for s in specs]
     for k, (s, mode) in enumerate(zip(specs, modes)):
         if mode is None:
             continue
@@ -127,6 +135,9 @@ def sequence_mode(specs: Sequence[StageSpec], inputs: Inputs | None = None,
     mode = modes[0] if specs else None
     if mode is None:
         return None
+    if [tuple(ins) for ins in inputs] != chain_inputs(len(specs)):
+        raise HardwareConfigError(f"accelerator {name!r}: behind a recurrent stage the "
+                                  "stages must form a chain (no forks or joins)")
     readers = [k for k, ins in enumerate(inputs) if -1 in ins]
     if readers != [0] or list(inputs[0]) != [-1]:
         raise HardwareConfigError(f"accelerator {name!r}: only the recurrent stage "
@@ -588,9 +599,18 @@ class AcceleratorTop(Component):
         hang detection by simulators), from the folding."""
         return 1000 + self.in_len + self.out_len + sum(s.cycle_bound() for s in self.specs)
 
-    def model(self, x: np.ndarray) -> np.ndarray:
-        """Behavioural model (:func:`pipeline_model`)."""
-        return pipeline_model(self.specs, x, self.inputs)
+    def model(self, x: np.ndarray, lengths: Sequence[int] | None = None) -> np.ndarray:
+        """Behavioural model (:func:`pipeline_model`); with a recurrent first stage
+        ``x`` is the concatenated steps ``[sum T, in_len]`` of sequences of ``lengths``
+        (its spec's ``model(x, lengths)``), the stages behind it take its rows."""
+        if self.sequence is None:
+            return pipeline_model(self.specs, x, self.inputs)
+        if lengths is None:
+            raise HardwareConfigError(f"accelerator {self.name!r} takes sequences: give "
+                                      "their lengths")
+        first = np.asarray(self.specs[0].model(x, list(lengths)), np.int64)  # type: ignore[call-arg]
+        return pipeline_model(self.specs[1:], first) if len(self.specs) > 1 else \
+            first.astype(np.int8 if self.out_bits == 8 else np.int32)
 
     def describe(self) -> dict[str, Any]:
         def seg(s: ParamSegment) -> dict[str, Any]:

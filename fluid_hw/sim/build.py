@@ -28,6 +28,7 @@ from fluid_hw.rtl import MULT18X18D_SIM, TRELLIS_FF_SIM, AcceleratorTop
 from fluid_hw.rtl._lutmul import CCU2C_SIM
 
 from ._harness_cpp import HARNESS_CPP
+from ._harness_seq_cpp import SEQ_CPP
 from ._tools import (
     SimBuildError,
     ToolNotFoundError,
@@ -194,6 +195,8 @@ def build_harness_verilog(verilog: str, info: dict[str, Any], *, trace: str | No
     name = info["name"]
     cpp = HARNESS_CPP.substitute(TOP=name, IN_LANES=info["in_lanes"],
                                  OUT_LANES=info["out_lanes"], OUT_EBYTES=info["out_bits"] // 8)
+    if info.get("sequence"):  # a recurrent first stage: the sequence loop too
+        cpp += SEQ_CPP
     flags = [*VERILATOR_FLAGS, {"vcd": "--trace", "fst": "--trace-fst", None: ""}[trace]]
     key = hashlib.sha256("\0".join([verilog, cpp, " ".join(flags), verilator_version(),
                                     json.dumps(MAKE_OPT, sort_keys=True),

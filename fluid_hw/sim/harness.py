@@ -63,6 +63,12 @@ def _load(path: Path) -> ctypes.CDLL:
                                    ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
                                    ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32,
                                    ctypes.c_uint64, ctypes.c_int64, _i64p, _i64p]
+            if hasattr(lib, "fh_run_seq"):  # designs with a recurrent first stage
+                lib.fh_run_seq.restype = ctypes.c_int
+                lib.fh_run_seq.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                                           ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                           ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32,
+                                           ctypes.c_uint64, ctypes.c_int64, _i64p, _i64p]
             lib.fh_axil_write.restype = ctypes.c_uint32
             lib.fh_axil_write.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32,
                                           ctypes.c_uint32, ctypes.c_int]
@@ -220,6 +226,56 @@ class Harness:
         if status == 2:
             raise SimulationError(f"{self.info['name']}: m_axis_tlast was not on the last "
                                   "beat of an output vector")
+        return RunResult(out, int(cycles.value), ts)
+
+
+    def run_sequences(self, steps: np.ndarray, lengths: np.ndarray | list[int], *,
+                      ready_prob: float = 1.0, valid_prob: float = 1.0, seed: int = 0,
+                      max_idle: int | None = None) -> RunResult:
+        """Stream sequences to a design whose first stage is recurrent (``design.json``
+        ``sequence``): ``steps`` int8 ``[sum(lengths), in_len]``, every sequence's steps
+        back to back (no padding), TLAST on each sequence's last beat.  Outputs:
+        ``[N, out_len]`` (mode ``"last"``) or ``[sum(lengths), out_len]`` (mode
+        ``"sequence"``: one beat a step, ``m_axis_tlast`` checked on each sequence's
+        last); timestamps per sequence."""
+        mode = self.info.get("sequence")
+        if mode is None:
+            raise SimulationError(f"{self.info['name']} takes fixed-size items, not "
+                                  "sequences (its first stage is not recurrent): use run()")
+        if max_idle is None:
+            slow = 1.0 / max(0.01, min(ready_prob, valid_prob))
+            max_idle = int(10_000 + 2 * slow * self.info.get("cycle_bound", 100_000))
+        in_len, out_len = self.info["in_len"], self.info["out_len"]
+        ln = np.asarray(lengths, np.int64).reshape(-1)
+        x = np.asarray(steps)
+        if x.ndim != 2 or x.shape[1] != in_len or len(x) != int(ln.sum()):
+            raise SimulationError(f"steps must be [sum(lengths) = {int(ln.sum())}, {in_len}], "
+                                  f"got {x.shape}")
+        if ln.size and ln.min() < 1:
+            raise SimulationError("every sequence needs at least one step")
+        if x.size and (x.min() < -128 or x.max() > 127):
+            raise SimulationError("inputs must be int8 values")
+        x = np.ascontiguousarray(x, np.int8)
+        n = len(ln)
+        in_beats = np.ascontiguousarray(ln * (in_len // self.info["in_lanes"]), np.int64)
+        per = ln if mode == "sequence" else np.full(n, out_len // self.info["out_lanes"])
+        out_beats = np.ascontiguousarray(per, np.int64)
+        rows = int(ln.sum()) if mode == "sequence" else n
+        out_dtype = np.int8 if self.info["out_bits"] == 8 else np.int32
+        out = np.zeros((rows, out_len), out_dtype)
+        ts = np.full(n, -1, TIMESTAMP_DTYPE)
+        cycles, done = ctypes.c_int64(0), ctypes.c_int64(0)
+        status = self._lib.fh_run_seq(self._h, x.ctypes.data, n, in_beats.ctypes.data,
+                                      out.ctypes.data, out_beats.ctypes.data, ts.ctypes.data,
+                                      round(valid_prob * 1000), round(ready_prob * 1000),
+                                      seed, max_idle, ctypes.byref(cycles),
+                                      ctypes.byref(done))
+        if status == 1:
+            raise SimulationError(f"{self.info['name']}: no stream transfer for {max_idle} "
+                                  f"cycles after {done.value} of {n} sequences (hang)")
+        if status == 2:
+            raise SimulationError(f"{self.info['name']}: m_axis_tlast was not on the last "
+                                  "beat of an output packet")
         return RunResult(out, int(cycles.value), ts)
 
 

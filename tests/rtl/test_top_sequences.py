@@ -236,3 +236,31 @@ def test_recurrent_stage_placement() -> None:
         AcceleratorTop([_RunningSumSpec("rnn", 4, "steps")])
     with pytest.raises(HardwareConfigError, match="one time step per beat"):
         AcceleratorTop([_RunningSumSpec("rnn", 4, "sequence")], out_lanes=2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["sequence", "last"])
+def test_verilator_sequences(mode: str) -> None:
+    """The batch harness's sequence loop on the Verilog: 64 sequences of lengths 1..50
+    sent as exactly sum(lengths) x 2 beats (4 elements a step, 2 lanes) with stalls,
+    bit-exact, INPUTS / INFERENCES one per sequence."""
+    from fluid_hw.sim.harness import Harness
+
+    rng = np.random.default_rng(11)
+    spec = _RunningSumSpec("rnn", 4, mode)
+    top = AcceleratorTop([spec], in_lanes=2)
+    seqs = _sequences(rng, 64, 4, 50)
+    lengths = [len(x) for x in seqs]
+    with Harness(top) as h:
+        res = h.run_sequences(np.concatenate(seqs), lengths, ready_prob=0.7, valid_prob=0.8,
+                              seed=2)
+        counters = h.counters()
+        with pytest.raises(Exception, match="at least one step"):
+            h.run_sequences(np.zeros((3, 4)), [3, 0])
+    want = spec.sequence_model(seqs)
+    np.testing.assert_array_equal(res.outputs, np.concatenate(want) if mode == "sequence"
+                                  else np.array(want))
+    assert counters["INPUTS"] == counters["INFERENCES"] == 64
+    # each sequence's beats (2 a step) took at least as many cycles on the bus
+    span = res.timestamps["in_last"] - res.timestamps["in_first"]
+    assert (span >= 2 * np.array(lengths) - 1).all()
