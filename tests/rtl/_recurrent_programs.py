@@ -1,0 +1,91 @@
+"""Small quantised recurrent programs (fc + dynamic_lstm / dynamic_gru, quantised by the
+pass) and their stage arrays, for the recurrent stage's tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import fluid_hw as fluid
+from fluid_hw import layers
+from fluid_hw.passes.quantize import QuantConfig, quantize
+from fluid_hw.rtl.recurrent import RecurrentParams
+from fluid_hw.rtl.recurrent_spec import CELL_ATTRS
+
+
+def lod(seqs: list[np.ndarray]) -> fluid.LoDTensor:
+    return fluid.create_lod_tensor(np.concatenate(seqs).astype(np.float32),
+                                   [[len(s) for s in seqs]])
+
+
+def quantised_cell(cell: str, in_dim: int, hidden: int, seed: int = 0, **kw: Any
+                   ) -> tuple[Any, Any, Any, Any]:
+    """``(qprog, scope, exe, names)``: ``x`` (float, lod 1) -> fc -> recurrence ->
+    ``sequence_last_step``, random weights, quantised on random sequences of 1..50
+    steps; ``cell`` ``lstm`` (peepholes), ``lstm_np`` (none) or ``gru``."""
+    main, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = seed + 1
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = layers.data(name="x", shape=[in_dim], dtype="float32", lod_level=1)
+        if cell == "gru":
+            proj = layers.fc(x, size=3 * hidden)
+            hid = layers.dynamic_gru(proj, size=hidden, **kw)
+        else:
+            proj = layers.fc(x, size=4 * hidden)
+            hid, _ = layers.dynamic_lstm(proj, size=4 * hidden,
+                                         use_peepholes=cell == "lstm", **kw)
+        last = layers.sequence_last_step(hid)
+    exe = fluid.Executor()
+    scope = fluid.Scope()
+    rng = np.random.default_rng(seed)
+    with fluid.scope_guard(scope):
+        exe.run(startup)
+        cal = [{"x": lod(sequences(rng, 32, in_dim))} for _ in range(2)]
+        qprog = quantize(main, cal, QuantConfig(), scope=scope, executor=exe,
+                         fetch_names=[last.name], feed_names=["x"])
+    return qprog, scope, exe, last.name
+
+
+def sequences(rng: np.random.Generator, n: int, in_dim: int, lengths: list[int] | None = None
+              ) -> list[np.ndarray]:
+    lens = lengths or [int(v) for v in rng.integers(1, 51, n)]
+    return [rng.normal(0, 1, (t, in_dim)).astype(np.float32) for t in lens]
+
+
+def stage_arrays(qprog: Any, scope: Any) -> tuple[str, RecurrentParams]:
+    """The cell (``lstm`` | ``gru``) and the integers of the program's quantized_fc +
+    quantized_lstm | quantized_gru."""
+    ops = qprog.global_block().ops
+    rec = next(op for op in ops if op.type in ("quantized_lstm", "quantized_gru"))
+    fc = next(op for op in ops if op.type == "quantized_fc"
+              and op.output("Out")[0] == rec.input("Input")[0])
+
+    def val(name: str) -> np.ndarray:
+        return np.asarray(scope.find_var(name).get_tensor())
+
+    cell = "lstm" if rec.type == "quantized_lstm" else "gru"
+    attrs = rec.all_attrs()
+    peep = rec.input("Peephole") if cell == "lstm" and attrs["use_peepholes"] else []
+    params = RecurrentParams(
+        wx=val(fc.input("W")[0]), bias=val(fc.input("Bias")[0]).reshape(-1),
+        wh=val(rec.input("Weight")[0]), gm=val(rec.input("GateMultiplier")[0]),
+        gs=val(rec.input("GateShift")[0]), tables=val(rec.input("Tables")[0]),
+        peephole=val(peep[0]) if peep else None,
+        attrs={k: attrs[k] for k in CELL_ATTRS[cell]})
+    return cell, params
+
+
+def golden(qprog: Any, scope: Any, exe: Any, seqs: list[np.ndarray]
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """The CPU executor's int8 inputs of the projection (``[sum T, in_dim]``) and the
+    recurrence's int8 hidden states (``[sum T, D]``) on ``seqs``."""
+    ops = qprog.global_block().ops
+    rec = next(op for op in ops if op.type in ("quantized_lstm", "quantized_gru"))
+    fc = next(op for op in ops if op.type == "quantized_fc"
+              and op.output("Out")[0] == rec.input("Input")[0])
+    with fluid.scope_guard(scope):
+        xq, hid = exe.run(qprog, feed={"x": lod(seqs)},
+                          fetch_list=[fc.input("X")[0], rec.output("Hidden")[0]],
+                          scope=scope)
+    return np.asarray(xq).astype(np.int64), np.asarray(hid).astype(np.int64)
