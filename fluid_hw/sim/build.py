@@ -24,8 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fluid_hw.rtl import MULT18X18D_SIM, TRELLIS_FF_SIM, AcceleratorTop
-from fluid_hw.rtl._lutmul import CCU2C_SIM
+from fluid_hw.rtl import CCU2C_SIM, MULT18X18D_SIM, TRELLIS_FF_SIM, AcceleratorTop
 
 from ._harness_cpp import HARNESS_CPP
 from ._harness_seq_cpp import SEQ_CPP
