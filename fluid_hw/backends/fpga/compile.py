@@ -49,6 +49,7 @@ from ...hls.autofold import AutoFold, autofold
 from ...hls.folding import DEFAULT_BUDGET, FoldingBudget, format_folding, ii_for_rate
 from ...hls.lower import Lowered, build, discover, lower, lowering_hash
 from ...hls.partition import LoweringError, Segmentation, segment
+from ...ir.lod import LoDTensor
 from ...ir.program import Program
 from ...ir.registry import op_has_category
 from ...ir.scope import Scope, scope_guard
@@ -57,6 +58,7 @@ from ...passes import PassContext, QuantConfig, inference_pipeline, quantize
 from ...rtl import AcceleratorTop, emit_c_header, emit_markdown, param_image
 from ...sim.verilog import emit_verilog
 from ..cpu import Executor
+from .lod_io import is_lod_npz, item_count, lod_batches, lod_inputs
 from .options import CompileOptions, FoldingPolicy
 from .regions import RegionBuild, compile_regions, region_report, write_region_host
 from .report import to_json
@@ -132,6 +134,8 @@ def load_inputs(path: str | os.PathLike[str], feeds: Sequence[str], what: str
         raise BuildError(f"{what} file {p} not found") from None
     except (OSError, ValueError) as e:
         raise BuildError(f"{p}: not a .npy/.npz array file ({e})") from None
+    if is_lod_npz(data):  # sequences: NAME and NAME.lengths (lod_io)
+        return lod_inputs(data, feeds, p)  # type: ignore[return-value]
     missing = [f for f in feeds if f not in data]
     if missing:
         raise BuildError(f"{p}: no array for input(s) {missing} (it holds {sorted(data)})")
@@ -236,6 +240,8 @@ def _step_load_model(st: CompileState) -> str:
 
 
 def _batches(data: Mapping[str, np.ndarray], size: int = 128) -> list[dict[str, np.ndarray]]:
+    if any(isinstance(v, LoDTensor) for v in data.values()):
+        return lod_batches(data, size)
     n = len(next(iter(data.values())))
     return [{k: np.ascontiguousarray(v[i:i + size], np.float32) for k, v in data.items()}
             for i in range(0, n, size)]
@@ -283,7 +289,7 @@ def _step_quantize(st: CompileState) -> str:
     except FluidError as e:
         raise BuildError(f"quantisation failed: {e}") from e
     st.quantized_here = True
-    n = len(next(iter(calib.values())))
+    n = item_count(next(iter(calib.values())))
     p = cfg.default_precision
     what = "int8" if (p.w, p.a) == (8, 8) else f"w{p.w}a{p.a} (first/last layers 8-bit)" \
         if cfg.first_last_8bit else f"w{p.w}a{p.a}"
@@ -320,6 +326,9 @@ def _step_lower(st: CompileState) -> str:
     e = st.lowered.estimate()
     how = (f"automatic for {st.autofold.device} ({round(100 * st.fraction)} % budget)"
            if st.autofold is not None else "balanced")
+    if st.autofold is not None and st.autofold.folding and \
+            set(st.autofold.overrides) >= set(st.autofold.folding):
+        how = f"given, within {round(100 * st.fraction)} % of {st.autofold.device}"
     lut = st.lowered.lut_mults
     luts = (" with LUT multipliers " + ",".join(f"{k}={n}" for k, n in lut.items())
             if lut else "")
