@@ -52,7 +52,9 @@ def register(sub: Any) -> None:
                        "golden model", description=__doc__)
     p.add_argument("build", metavar="BUILD_DIR", help="a folder made by `fluid-hw compile`")
     p.add_argument("--inputs", required=True, metavar="X.npy",
-                   help="float inputs (.npy, or .npz per input name)")
+                   help="float inputs (.npy, or .npz per input name; variable-length "
+                   "sequences as NAME (the steps concatenated) and NAME.lengths (int64, "
+                   "one per sequence); a sequence output also writes outputs.lengths.npy)")
     p.add_argument("--labels", metavar="y.npy", help="labels: report accuracies")
     p.add_argument("--debug-stages", action="store_true",
                    help="compare every stage's stream with the golden model's value and "

@@ -21,6 +21,7 @@ host program (dequantising, softmax, arg_max...).  What a build folder holds for
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ import numpy as np
 from ..backends.cpu import Executor
 from ..errors import FluidError
 from ..fileio import read_npz
+from ..ir.lod import LoDTensor, lengths_to_offsets, offsets_to_lengths
 from ..ir.program import Program
 from ..ir.scope import Scope
 from . import sim as _sim  # noqa: F401  (registers the "sim" transport)
@@ -219,6 +221,34 @@ class Accelerator:
         self.last = RunRecord(x, y, res, self.counters())
         return y
 
+    def run_int_sequences(self, steps: np.ndarray, lengths: Sequence[int]) -> np.ndarray:
+        """The accelerator alone on variable-length sequences (a design whose first stage
+        is recurrent): the integer steps of every sequence back to back (program order,
+        ``[sum(lengths), ...]``) -> ``[N, *out_shape]`` (the last step's output) or
+        ``[sum(lengths), *out_shape]`` (every step's, design mode ``"sequence"``)."""
+        mode = self.info.get("sequence")
+        if mode is None:
+            raise DriverError(f"{self.build_dir}: the accelerator takes fixed-size items, not "
+                              "sequences (its first stage is not recurrent)")
+        x = np.asarray(steps)
+        ln = [int(v) for v in lengths]
+        if any(v < 1 for v in ln):
+            raise DriverError("a sequence of no steps cannot be streamed (every sequence "
+                              "needs at least one step)")
+        flat = x.reshape(len(x), -1)
+        if len(flat) != sum(ln):
+            raise DriverError(f"{len(flat)} steps for sequences of {sum(ln)} steps in all")
+        if flat.shape[1] != len(self.host.in_perm):
+            raise DriverError(f"the accelerator takes {len(self.host.in_perm)} values per "
+                              f"step ({self.host.hw_input}), got {flat.shape[1]}")
+        self.clear_counters()
+        res = self.transport.stream_sequences(flat[:, self.host.in_perm], ln)
+        out = np.empty_like(res.outputs)
+        out[:, self.host.out_perm] = res.outputs
+        y = out.reshape(len(out), *self.host.out_shape)
+        self.last = RunRecord(x, y, res, self.counters())
+        return y
+
     # -- the model ---------------------------------------------------------------------
     def _feed(self, batch: Any) -> dict[str, np.ndarray]:
         """The inputs by name; float arrays converted to the input's float dtype."""
@@ -228,6 +258,8 @@ class Accelerator:
         """The model on a batch of float inputs (an array for a one-input model, or a
         dict name -> array): the model's outputs, one array per fetch target."""
         feed = self._feed(batch)
+        if self.info.get("sequence") is not None:
+            return self._run_sequences(feed)
         scope = Scope(self.scope)
         pre, post = self.programs["pre"], self.programs["post"]
         try:
@@ -240,6 +272,37 @@ class Accelerator:
             post_feed[self.host.hw_output] = y
             return self.executor.run(post, feed=post_feed, fetch_list=self.host.fetches,
                                      scope=scope)
+        except DriverError:
+            raise
+        except FluidError as e:
+            raise DriverError(f"{self.build_dir}: the host programs failed: {e}") from e
+
+    def _run_sequences(self, feed: dict[str, Any]) -> list[Any]:
+        """:meth:`run` of a sequence design: the host's LoD tensor (its sequences back to
+        back) through the pre program, one packet a sequence, the outputs back (a LoD
+        tensor where the output is a sequence)."""
+        scope = Scope(self.scope)
+        pre, post = self.programs["pre"], self.programs["post"]
+        try:
+            pre_feed = {k: v for k, v in feed.items() if pre.global_block().has_var(k)}
+            (x,) = self.executor.run(pre, feed=pre_feed, fetch_list=[self.host.hw_input],
+                                     scope=scope, return_numpy=False)
+            lengths = offsets_to_lengths(x.lod()[0]) if isinstance(x, LoDTensor) and \
+                x.lod() else None
+            if lengths is None:
+                raise DriverError(f"{self.build_dir}: the accelerator takes variable-length "
+                                  f"sequences: feed {self.host.hw_input!r} as a LoD tensor "
+                                  "(fluid.create_lod_tensor(data, [lengths]))")
+            y = self.run_int_sequences(np.asarray(x.data), lengths)
+            pb = post.global_block()
+            post_feed = {k: v for k, v in feed.items() if pb.has_var(k)}
+            post_feed[self.host.hw_output] = (
+                LoDTensor(y, [lengths_to_offsets(lengths)])
+                if self.info.get("sequence") == "sequence" else y)
+            outs = self.executor.run(post, feed=post_feed, fetch_list=self.host.fetches,
+                                     scope=scope, return_numpy=False)
+            return [o if isinstance(o, LoDTensor) and o.lod() else np.asarray(o)
+                    for o in outs]
         except DriverError:
             raise
         except FluidError as e:

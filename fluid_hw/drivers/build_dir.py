@@ -74,6 +74,7 @@ NAMES: dict[str, str] = {
     "regions": "regions",
     "outputs": "outputs.npy",
     "outputs_npz": "outputs.npz",
+    "outputs_lengths": "outputs.lengths.npy",
     "bit": "accelerator.bit",
     "bin": "accelerator.bin",
     "bitstream_json": "bitstream.json",
@@ -89,7 +90,7 @@ STEP_FILES: dict[str, tuple[str, ...]] = {
     "compile": tuple(NAMES[k] for k in ("verilog", "design", "registers_md", "registers_h",
                                         "lowering", "report", "weights", "segments",
                                         "model", "float_model", "host", "regions")),
-    "simulate": (NAMES["outputs"], NAMES["outputs_npz"]),
+    "simulate": (NAMES["outputs"], NAMES["outputs_npz"], NAMES["outputs_lengths"]),
     "bitstream": (NAMES["bit"], NAMES["bin"], NAMES["bitstream_json"]),
 }
 

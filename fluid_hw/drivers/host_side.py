@@ -12,6 +12,7 @@ import numpy as np
 from ..errors import FluidError
 from ..fileio import read_file, read_npz
 from ..ir import dtypes
+from ..ir.lod import LoDTensor
 from ..ir.program import Program
 from .transport import DriverError
 
@@ -40,27 +41,34 @@ def read_host_params(path: Path) -> dict[str, np.ndarray]:
         raise DriverError(f"{path}: unreadable ({e}); recompile the model") from None
 
 
+def _value(v: Any) -> Any:
+    """A feed value: a LoD tensor (variable-length sequences) as it is, else an array."""
+    return v if isinstance(v, LoDTensor) and v.lod() else np.asarray(v)
+
+
 def feed_dict(batch: Any, feeds: Sequence[str], programs: Sequence[Program]
-              ) -> dict[str, np.ndarray]:
+              ) -> dict[str, Any]:
     """The model's inputs by name from ``batch`` (an array for a one-input model, or a
     dict); float arrays converted to the input's float dtype in the first program
-    declaring it."""
+    declaring it.  LoD tensors (sequences) stay LoD tensors."""
     if isinstance(batch, Mapping):
         missing = [f for f in feeds if f not in batch]
         if missing:
             raise DriverError(f"run: no value for input(s) {missing}; the model reads "
                               f"{list(feeds)}")
-        out = {f: np.asarray(batch[f]) for f in feeds}
+        out = {f: _value(batch[f]) for f in feeds}
     elif len(feeds) != 1:
         raise DriverError(f"run: the model has inputs {list(feeds)}; pass a dict")
     else:
-        out = {feeds[0]: np.asarray(batch)}
+        out = {feeds[0]: _value(batch)}
     for k, v in out.items():
         for prog in programs:
             gb = prog.global_block()
             if gb.has_var(k):
                 want = dtypes.to_numpy(gb.var(k).dtype)
-                if v.dtype != want and v.dtype.kind == "f" and want.kind == "f":
-                    out[k] = v.astype(want)
+                a = np.asarray(v.data) if isinstance(v, LoDTensor) else v
+                if a.dtype != want and a.dtype.kind == "f" and want.kind == "f":
+                    out[k] = LoDTensor(a.astype(want), v.lod()) \
+                        if isinstance(v, LoDTensor) else a.astype(want)
                 break
     return out

@@ -10,6 +10,7 @@ compiler or the tests is reused.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,13 @@ class SimTransport(Transport):
     def stream(self, inputs: np.ndarray) -> StreamResult:
         res = self.harness.run(inputs, ready_prob=self.ready_prob, valid_prob=self.valid_prob,
                                seed=self.seed + self._runs)
+        self._runs += 1
+        return StreamResult(res.outputs, res.cycles, res.timestamps)
+
+    def stream_sequences(self, inputs: np.ndarray, lengths: Sequence[int]) -> StreamResult:
+        res = self.harness.run_sequences(inputs, list(lengths), ready_prob=self.ready_prob,
+                                         valid_prob=self.valid_prob,
+                                         seed=self.seed + self._runs)
         self._runs += 1
         return StreamResult(res.outputs, res.cycles, res.timestamps)
 

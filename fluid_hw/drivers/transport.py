@@ -92,6 +92,14 @@ class Transport(ABC):
     def stream(self, inputs: np.ndarray) -> StreamResult:
         """Send ``inputs`` (int8 [N, in_len], stream order) and collect the N outputs."""
 
+    def stream_sequences(self, inputs: np.ndarray, lengths: Sequence[int]) -> StreamResult:
+        """A design whose first stage is recurrent: ``inputs`` int8 ``[sum(lengths),
+        in_len]`` (every sequence's steps back to back, stream order), one packet a
+        sequence; the outputs ``[N, out_len]`` (one per sequence) or ``[sum(lengths),
+        out_len]`` (one per step), timestamps per sequence."""
+        raise DriverError(f"the {self.name} transport cannot stream variable-length "
+                          "sequences yet; use the sim transport")
+
     def load_params(self, image: ParamImage) -> int:
         """Write runtime parameters; returns the number of words written.  The default
         goes through :meth:`write_register`, one word at a time."""

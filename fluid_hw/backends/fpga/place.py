@@ -18,9 +18,11 @@ accelerator over the transport, host *post* program.  So:
   weights are the build's.
 * ``fetch_list``: Variables or names, each one of the build's fetches, in any order
   (the order is honoured).  Intermediate values are not produced by the hardware.
-* ``feed``: exactly the build's inputs, dense arrays checked against the program's
-  variables as the CPU executor checks them (dtype, shape); LoD tensors are refused:
-  the accelerator takes fixed-shape batches.
+* ``feed``: exactly the build's inputs, checked against the program's variables as
+  the CPU executor checks them (dtype, shape, LoD): dense arrays, or LoD tensors of
+  variable-length sequences (one LoD level) where the build's first stage is
+  recurrent -- the sequences stream back to back, unpadded (docs/recurrent.md); a
+  sequence output comes back as a LoD tensor (``return_numpy=False``) or its rows.
 * ``startup``: a program that only writes persistable variables (parameter
   initialisation) does not touch the scope.  On a ``const`` build (weights built into
   the design) it is a no-op; on a ``runtime`` build it loads the build's compiled
@@ -232,7 +234,7 @@ class FPGAExecutor(Executor):
         return names
 
     def _feed_values(self, checked: _Checked, feed: Mapping[str, Any]
-                     ) -> dict[str, np.ndarray]:
+                     ) -> dict[str, Any]:
         want = self.build.feeds
         missing = [n for n in want if n not in feed]
         extra = [n for n in feed if n not in want]
@@ -244,14 +246,19 @@ class FPGAExecutor(Executor):
         out = {}
         for n in want:
             value = feed[n]
-            if isinstance(value, LoDTensor) and value.lod():
-                raise FeedError(f"feed {n!r}: a LoD tensor (variable-length sequences); the "
-                                "accelerator takes fixed-shape batches: feed a dense array")
             t = checked.feeds[n]
-            if t.lod_level:
-                raise FeedError(f"feed {n!r}: the program's variable has lod_level "
-                                f"{t.lod_level}; the accelerator takes fixed-shape batches")
-            out[n] = check_feed(t, value)
+            lod = isinstance(value, LoDTensor) and bool(value.lod())
+            if lod and not t.lod_level:
+                raise FeedError(f"feed {n!r}: a LoD tensor (variable-length sequences), but "
+                                "the program's variable has lod_level 0 and the accelerator "
+                                "takes fixed-shape batches: feed a dense array")
+            if lod and len(value.lod()) != 1:
+                raise FeedError(f"feed {n!r}: {len(value.lod())} LoD levels; the accelerator "
+                                "streams one level of sequences (lengths, no nesting)")
+            checked_value = check_feed(t, value)  # a LoD tensor stays one
+            if not lod and isinstance(checked_value, LoDTensor):
+                checked_value = np.asarray(checked_value.data)
+            out[n] = checked_value
         return out
 
     # -- running -------------------------------------------------------------------------
@@ -291,7 +298,8 @@ class FPGAExecutor(Executor):
         outs = dict(zip(self.build.fetches, self.accelerator.run(values)))
         if return_numpy:
             return [np.asarray(outs[n]) for n in names]
-        return [LoDTensor(np.asarray(outs[n])) for n in names]
+        return [outs[n] if isinstance(outs[n], LoDTensor) else LoDTensor(np.asarray(outs[n]))
+                for n in names]
 
     def __repr__(self) -> str:
         return f"Executor({self.place!r})"

@@ -44,12 +44,14 @@ from ...errors import FluidError
 from ...frontend import io as fio
 from ...hls.lower import Lowered, lower, lowering_hash, mac_count
 from ...ir import dtypes
+from ...ir.lod import LoDTensor
 from ...ir.program import Program
 from ...ir.scope import Scope
 from ...rtl import pipeline_model
 from ...sim.harness import measure
 from ..cpu import Executor
 from .compile import load_inputs
+from .lod_io import item_count, lod_value
 from .report import read_report
 from .steps import BuildError, Step, run_steps
 
@@ -86,8 +88,9 @@ def load_build(build_dir: str | os.PathLike[str]) -> Build:
     except FluidError as e:
         raise BuildError(f"{d}/model: cannot load the compiled model ({e}); recompile") from e
     folding = {k: (v["pe"], v["simd"]) for k, v in report.get("folding", {}).items()}
+    lut = (report.get("autofold") or {}).get("lut_mults") or {}  # LUT multipliers
     low = lower(program, scope, folding=folding, weights=report.get("weights", "const"),
-                feed_names=feeds, fetch_names=[v.name for v in fetch_vars])
+                feed_names=feeds, fetch_names=[v.name for v in fetch_vars], lut_mults=lut)
     if lowering_hash(low) != report.get("lowering_hash"):
         raise BuildError(f"{d}: model/ does not lower to the stages this build was compiled "
                          "with (edited, or compiled by another version); recompile")
@@ -139,6 +142,8 @@ class SimulateState:
     golden: dict[str, np.ndarray] = field(default_factory=dict)
     golden_outputs: list[np.ndarray] = field(default_factory=list)
     outputs: list[np.ndarray] = field(default_factory=list)
+    output_lengths: list[np.ndarray | None] = field(default_factory=list)  # LoD outputs
+    golden_lengths: list[np.ndarray | None] = field(default_factory=list)
     acc_record: Any = None
     keys: dict[str, Any] = field(default_factory=dict)
     t0: float = field(default_factory=time.perf_counter)
@@ -151,15 +156,16 @@ def _step_load_build(st: SimulateState) -> str:
     gb = b.program.global_block()
     for k, v in st.x.items():
         want = dtypes.to_numpy(gb.var(k).dtype)
-        st.x[k] = np.ascontiguousarray(v, want)
+        st.x[k] = LoDTensor(np.ascontiguousarray(v.data, want), v.lod()) \
+            if isinstance(v, LoDTensor) else np.ascontiguousarray(v, want)
     if st.labels is not None:
         y = st.labels if isinstance(st.labels, np.ndarray) else \
             np.load(st.labels, allow_pickle=False)
-        n = len(next(iter(st.x.values())))
+        n = item_count(next(iter(st.x.values())))
         if len(y) != n:
             raise BuildError(f"--labels holds {len(y)} labels for {n} inputs")
         st.y = np.asarray(y).reshape(n, -1)[:, 0]
-    n = len(next(iter(st.x.values())))
+    n = item_count(next(iter(st.x.values())))
     return f"{len(b.lowered.stages)} stages, {n} inputs"
 
 
@@ -182,7 +188,9 @@ def _step_golden(st: SimulateState) -> str:
     names = list(dict.fromkeys([part.hw_input, part.hw_output,
                                 *(s.out_var for s in low.stages), *_activations(b.program)]))
     vals = Executor().run(b.program, feed=st.x, fetch_list=b.fetches + names,
-                          scope=Scope(b.scope))
+                          scope=Scope(b.scope), return_numpy=False)
+    st.golden_lengths = [lod_value(v)[1] for v in vals[:len(b.fetches)]]
+    vals = [lod_value(v)[0] for v in vals]
     st.golden_outputs = [np.asarray(v) for v in vals[:len(b.fetches)]]
     st.golden = {n: np.asarray(v) for n, v in zip(names, vals[len(b.fetches):])}
     rails: dict[str, float] = {}
@@ -202,7 +210,9 @@ def _step_hardware(st: SimulateState) -> str:
     with Accelerator.open(st.directory, "sim", trace=st.trace, ready_prob=st.ready_prob,
                           valid_prob=st.valid_prob) as acc:
         feed = st.x if len(st.x) > 1 else next(iter(st.x.values()))
-        st.outputs = [np.asarray(o) for o in acc.run(feed)]
+        outs = [lod_value(o) for o in acc.run(feed)]
+        st.outputs = [o for o, _ in outs]
+        st.output_lengths = [ln for _, ln in outs]
         st.acc_record = acc.last
     rec = st.acc_record
     return f"{len(rec.hw_outputs)} inferences in {rec.stream.cycles} cycles"
@@ -223,6 +233,12 @@ def _step_compare(st: SimulateState) -> str:
             bad[:] = True
         else:
             bad |= (g != w).any(axis=1)
+    for got_ln, want_ln in zip(st.output_lengths, st.golden_lengths):  # LoD outputs
+        if got_ln is None or want_ln is None:
+            if got_ln is not want_ln:
+                bad[:] = True
+        elif not np.array_equal(got_ln, want_ln):
+            bad[:] = True
     mism = int(bad.sum())
     st.keys.update({"bit_exact": mism == 0, "mismatches": mism, "inputs": n})
     if mism:
@@ -408,6 +424,11 @@ def _step_cocotb(st: SimulateState) -> str:
 def _step_write_outputs(st: SimulateState) -> str:
     bd = BuildDir(st.directory)
     bd.write_bytes("outputs", _npy_bytes(st.outputs[0]))
+    lengths = st.output_lengths[0] if st.output_lengths else None
+    if lengths is not None:  # a sequence output: its rows, and here their lengths
+        bd.write_bytes("outputs_lengths", _npy_bytes(lengths))
+    else:
+        bd.remove("outputs_lengths")
     if len(st.outputs) > 1:
         assert st.build is not None
         bd.write_npz("outputs_npz", dict(zip(st.build.fetches, st.outputs)))
