@@ -79,7 +79,9 @@ def register(sub: Any) -> None:
                    help="weights built into the design (const, default) or loaded at run "
                    "time through the register interface (runtime)")
     p.add_argument("--calibration", metavar="X.npy", help="calibration inputs (.npy, or "
-                   ".npz per input name) to quantise a float model to int8")
+                   ".npz per input name; variable-length sequences as NAME, the steps "
+                   "concatenated, and NAME.lengths, int64 one per sequence) to quantise a "
+                   "float model to int8")
     p.add_argument("--fold", metavar="LAYER=PExSIMD,...", help="per-layer folding, e.g. "
                    "fc_0=4x8,fc_1=2x8; other layers are balanced (board targets: folded "
                    "automatically for the device); 'auto' asks for automatic folding")
