@@ -37,11 +37,13 @@ def is_layout(op_type: str) -> bool:
     the op registry): no data moves in hardware, the lowering follows the order."""
     return op_has_category(op_type, "layout")
 _IO_OPS = ("feed", "fetch")
+#: recurrent cells (hls.kinds.recurrent): Input in, Hidden out
+_RECURRENCES = ("quantized_lstm", "quantized_gru")
 
 
 def main_input(op: Operator) -> str:
     """The activation an op of the chain reads."""
-    slot = "Input" if op.type == "quantized_conv2d" else "X"
+    slot = "Input" if op.type in ("quantized_conv2d", *_RECURRENCES) else "X"
     return op.input(slot)[0]
 
 
@@ -57,7 +59,8 @@ def stream_inputs(op: Operator) -> list[str]:
 
 def main_output(op: Operator) -> str:
     """The activation an op of the chain writes."""
-    slot = "Output" if op.type == "quantized_conv2d" else "Out"
+    slot = "Output" if op.type == "quantized_conv2d" else \
+        "Hidden" if op.type in _RECURRENCES else "Out"
     return op.output(slot)[0]
 
 

@@ -100,8 +100,11 @@ class RecurrentSpec(StageSpec):
     arrays: RecurrentParams | None = field(default=None, repr=False)
 
     kind = "recurrent"
-    op = "quantized_lstm"
     folds = True
+
+    @property
+    def op(self) -> str:
+        return f"quantized_{self.cell}"
 
     def __post_init__(self) -> None:
         if self.cell not in GATES:

@@ -19,11 +19,11 @@ def lod(seqs: list[np.ndarray]) -> fluid.LoDTensor:
                                    [[len(s) for s in seqs]])
 
 
-def quantised_cell(cell: str, in_dim: int, hidden: int, seed: int = 0, **kw: Any
-                   ) -> tuple[Any, Any, Any, Any]:
-    """``(qprog, scope, exe, names)``: ``x`` (float, lod 1) -> fc -> recurrence ->
-    ``sequence_last_step``, random weights, quantised on random sequences of 1..50
-    steps; ``cell`` ``lstm`` (peepholes), ``lstm_np`` (none) or ``gru``."""
+def quantised_cell(cell: str, in_dim: int, hidden: int, seed: int = 0, pool: bool = True,
+                   **kw: Any) -> tuple[Any, Any, Any, Any]:
+    """``(qprog, scope, exe, output name)``: ``x`` (float, lod 1) -> fc -> recurrence
+    -> ``sequence_last_step`` (``pool``; else the whole hidden sequence), random weights,
+    quantised on random sequences of 1..50 steps; ``cell`` ``lstm`` (peepholes), ``lstm_np`` (none) or ``gru``."""
     main, startup = fluid.Program(), fluid.Program()
     startup.random_seed = seed + 1
     with fluid.program_guard(main, startup), fluid.unique_name.guard():
@@ -35,7 +35,7 @@ def quantised_cell(cell: str, in_dim: int, hidden: int, seed: int = 0, **kw: Any
             proj = layers.fc(x, size=4 * hidden)
             hid, _ = layers.dynamic_lstm(proj, size=4 * hidden,
                                          use_peepholes=cell == "lstm", **kw)
-        last = layers.sequence_last_step(hid)
+        last = layers.sequence_last_step(hid) if pool else hid
     exe = fluid.Executor()
     scope = fluid.Scope()
     rng = np.random.default_rng(seed)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from fluid_hw.rtl.spec import StageSpec
 
 from ...errors import unknown_name
-from . import add, affine, avgpool, concat, conv, dwconv, maxpool, mvau, table, upsample
+from . import add, affine, avgpool, concat, conv, dwconv, maxpool, mvau, recurrent, table, upsample
 from ._base import StageKind
 
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ __all__ = ["StageKind", "KINDS", "get_kind", "kind_of", "kind_for_op", "host_rea
 
 #: kind name (== the spec's ``kind``) -> :class:`StageKind`; one row per kind
 KINDS: dict[str, StageKind] = {k.name: k for k in (
+    recurrent.KIND,  # before mvau: it takes the quantized_fc feeding a recurrence
     mvau.KIND,
     conv.KIND,
     maxpool.KIND,

@@ -1,0 +1,217 @@
+"""Kind ``recurrent``: ``quantized_fc`` (no requantiser: its int32 accumulator is the
+cell's input) + ``quantized_lstm`` | ``quantized_gru`` [+ ``sequence_pool`` ``LAST``
+(``sequence_last_step``)] as one stage (:mod:`fluid_hw.rtl.recurrent`): a step a beat in,
+the last hidden state of each sequence out (with the pool: mode ``"last"``) or every
+step's (mode ``"sequence"``).
+
+Folding: PE divides the hidden size, SIMD both the input size and the hidden size (the
+stage's ``fold_dims`` are ``(gcd(in_dim, D), D)`` so the balancer offers only those).
+``cycles`` is one time step's (:func:`~fluid_hw.rtl.recurrent.recurrent_step_cycles`:
+the matrix engine's ``groups * (in_dim + D) / SIMD`` cycles and drain, the element-wise
+unit's ``D`` cycles and latency, per phase -- two for a GRU -- and the input and output
+cycles; step t+1 starts after step t's ``h`` is written).  Refused, with the reason:
+``H0`` / ``C0`` inputs, ``is_reverse``, a ``Cell`` output read outside the stage, any
+pooling but ``LAST``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from math import gcd
+from typing import Any
+
+import numpy as np
+
+from fluid_hw.rtl.recurrent import GATES, RecurrentParams, recurrent_step_cycles
+from fluid_hw.rtl.recurrent_spec import CELL_ATTRS, RecurrentSpec
+
+from ...ir.program import Operator, Program
+from ..partition import LoweringError
+from ..stage_info import Cursor, FixedPoint, LoweredStage, Values, layer_name, param_value
+from ..stages import Resources, memory_resources
+from ._base import StageKind
+from .table import TABLE_BITS, TABLE_GENERIC, TABLE_LUT_FACTOR
+
+CELLS = ("quantized_lstm", "quantized_gru")
+
+#: the element-wise unit's multipliers (ECP5 MULT18X18D): an int32 x 16-bit term two,
+#: any narrower product one.  LSTM: 4 gates x 2 int32 terms, the cell's two products and
+#: its two terms (f * c_prev 24 bits: two), tanh(c) and the hidden term one each, o *
+#: tanh(c) one; peepholes add 3 products and 3 terms of 24 bits.  GRU: 3 gates x 2 int32
+#: terms, r * h and its term, u * cand, (127 - u) * h and the hidden terms
+ELEMENT_DSPS = {"lstm": 16 + 2 + 3 + 1 + 1 + 1, "lstm_peep": 24 + 3 + 6, "gru": 12 + 2 + 4}
+#: flip-flops of the element-wise unit's pipeline (its registers: about 30 stages of
+#: 40-100 bits), by count of the component's signals
+ELEMENT_FF = {"lstm": 2400, "gru": 1800}
+#: LUTs of a sum-requantiser term's alignment, adder and rounding (generic figure)
+SRQ_TERM_LUT = 90
+
+
+def _readers(program: Program, var: str) -> list[Operator]:
+    return [op for op in program.global_block().ops if var in op.input_arg_names]
+
+
+def _cell_after(program: Program, fc: Operator) -> Operator | None:
+    out = fc.output("Out")[0]
+    for op in _readers(program, out):
+        if op.type in CELLS and op.input("Input")[0] == out:
+            return op
+    return None
+
+
+def _matches(program: Program, op: Operator) -> bool:
+    """A ``quantized_fc`` feeding a recurrence, the recurrence itself, and a
+    ``sequence_pool`` reading its hidden state (all parts of the one stage)."""
+    if op.type == "quantized_fc":
+        return _cell_after(program, op) is not None
+    if op.type in CELLS:
+        return True
+    if op.type == "sequence_pool":
+        x = op.input("X")[0]
+        return any(p.type in CELLS and p.output("Hidden")[0] == x
+                   for p in program.global_block().ops)
+    return False
+
+
+def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredStage, int]:
+    fc = b.ops[chain[k]]
+    if fc.type != "quantized_fc":
+        raise LoweringError(f"{fc.type} (-> {fc.output_arg_names}): a recurrence needs its "
+                            "input projection (a quantized_fc) in the same accelerator region")
+    if k + 1 >= len(chain) or b.ops[chain[k + 1]].type not in CELLS:
+        raise LoweringError(f"quantized_fc (-> {fc.output('Out')[0]}): the recurrence reading "
+                            "it must follow it in the accelerator region")
+    cell_op = b.ops[chain[k + 1]]
+    cell = "lstm" if cell_op.type == "quantized_lstm" else "gru"
+    hidden_var = cell_op.output("Hidden")[0]
+    name = b.unique(layer_name(cell_op.input("Weight")[0], hidden_var))
+    who = f"{cell_op.type} {name!r} (-> {hidden_var})"
+    for slot in ("H0", "C0"):
+        if cell_op.input(slot):
+            raise LoweringError(f"{who}: an initial state ({slot}) is not supported by the "
+                                "recurrent stage (its state starts at 0 for every sequence); "
+                                f"drop {slot} from the model or keep the recurrence on the host "
+                                "(QuantConfig(exclude=[...]))")
+    if cell_op.attr("is_reverse"):
+        raise LoweringError(f"{who}: is_reverse runs each sequence from its last step; the "
+                            "recurrent stage takes steps in stream order. Reverse the "
+                            "sequences on the host, or keep the recurrence on the host")
+    if cell == "lstm":
+        cvar = cell_op.output("Cell")[0]
+        if _readers(b.program, cvar) or cvar in b.part.fetches:
+            raise LoweringError(f"{who}: its Cell output {cvar!r} is read; the recurrent "
+                                "stage streams the hidden state only")
+    if int(np.prod(cur.shape)) != int(b.gb.var(fc.input("W")[0]).shape[0]):
+        raise LoweringError(f"{who}: the projection reads {list(cur.shape)} values a step "
+                            f"but its weights are {list(b.gb.var(fc.input('W')[0]).shape)}")
+    b.check_int8(cur.var, fc)
+    used = [chain[k], chain[k + 1]]
+    mode, out = "sequence", hidden_var
+    if k + 2 < len(chain) and b.ops[chain[k + 2]].type == "sequence_pool":
+        pool = b.ops[chain[k + 2]]
+        if pool.attr("pooltype") != "LAST":
+            raise LoweringError(f"sequence_pool ({pool.attr('pooltype')}, -> "
+                                f"{pool.output('Out')[0]}) after {who}: the recurrent stage "
+                                "gives the last step (LAST) or the whole sequence; pool on "
+                                "the host")
+        used.append(chain[k + 2])
+        mode, out = "last", pool.output("Out")[0]
+    if mode == "sequence" and k + 2 < len(chain):
+        raise LoweringError(f"{who}: stages after a recurrence must read its last step "
+                            "(sequence_last_step); the whole hidden sequence leaves the "
+                            "accelerator")
+    d = int(b.gb.var(cell_op.input("Weight")[0]).shape[0])
+    in_dim = int(np.prod(cur.shape))
+    scale = float(cell_op.attr("hidden_scale")) if cell_op.has_attr("hidden_scale") else 0.0
+    out_fmt = FixedPoint(8, -128, 127, scale or None)
+    peep = cell == "lstm" and bool(cell_op.attr("use_peepholes"))
+    params = {"wx": fc.input("W")[0], "bias": (fc.input("Bias") or [None])[0],
+              "wh": cell_op.input("Weight")[0], "gm": cell_op.input("GateMultiplier")[0],
+              "gs": cell_op.input("GateShift")[0], "tables": cell_op.input("Tables")[0],
+              "peephole": cell_op.input("Peephole")[0] if peep else None}
+    layout = {"cell": cell, "mode": mode, "peepholes": peep,
+              "attrs": {a: cell_op.attr(a) for a in CELL_ATTRS[cell]}}
+    st = LoweredStage(name, "recurrent", cell_op.type, used, cur.var, out, (in_dim,), (d,),
+                      cur.fmt, out_fmt, np.arange(d), params, layout, {}, False, True,
+                      col_perm=np.asarray(cur.perm), fold_dims=(gcd(in_dim, d), d))
+    return st, len(used)
+
+
+def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode: str
+               ) -> RecurrentSpec:
+    lay = st.layout
+    in_dim, d = st.in_shape[0], st.out_shape[0]
+    if values is None:
+        return RecurrentSpec(st.name, lay["cell"], in_dim, d, pe, simd, lay["mode"],
+                             lay["peepholes"])
+    if mode == "runtime":
+        raise LoweringError(f"{st.op} {st.name!r}: the recurrent stage builds its weights in "
+                            "(weights='const'); runtime weights are not supported for it")
+    p = st.params
+
+    def val(slot: str) -> np.ndarray:
+        return np.asarray(param_value(values, p[slot]))  # type: ignore[arg-type]
+
+    g = GATES[lay["cell"]]
+    # stream position j carries input element col_perm[j]: the projection's row for it
+    wx = val("wx")[st.col_perm] if st.col_perm is not None else val("wx")
+    bias = val("bias").reshape(-1) if p.get("bias") else np.zeros(g * d, np.int64)
+    arrays = RecurrentParams(wx=wx, bias=bias, wh=val("wh"), gm=val("gm"), gs=val("gs"),
+                             tables=val("tables"),
+                             peephole=val("peephole") if p.get("peephole") else None,
+                             attrs=dict(lay["attrs"]))
+    return RecurrentSpec(st.name, lay["cell"], in_dim, d, pe, simd, lay["mode"],
+                         lay["peepholes"], arrays)
+
+
+def _weight_words(s: RecurrentSpec) -> int:
+    return GATES[s.cell] * s.hidden // s.pe * s.sf
+
+
+def _memories(s: RecurrentSpec, lanes: tuple[int, int]) -> list[tuple[int, int, str]]:
+    """Weights per PE (ROM), the accumulators per gate and PE (x and h, RAM), the
+    per-column requantiser parameters per gate (ROM: bias, multipliers and shifts)."""
+    g = GATES[s.cell]
+    out = [(_weight_words(s), 8 * s.simd, "rom") for _ in range(s.pe)]
+    out += [(s.hidden // s.pe, 32, "ram") for _ in range(2 * g * s.pe)]
+    terms = 3 if s.cell == "lstm" else 2
+    out += [(s.hidden, 32 + 22 * terms, "rom") for _ in range(g)]
+    return out
+
+
+def _dsps(s: RecurrentSpec) -> int:
+    key = "lstm_peep" if s.peepholes else s.cell
+    return s.pe * s.simd + ELEMENT_DSPS[key]
+
+
+def _resources(s: RecurrentSpec, lanes: tuple[int, int]) -> Resources:
+    tables = 5 if s.cell == "lstm" else 3
+    state_ff = s.hidden * 24  # h and c (LSTM) | h, r * h and u (GRU)
+    total = Resources(lut=TABLE_GENERIC.lut * tables + SRQ_TERM_LUT * 12 +
+                      s.hidden * 8 * 2,  # the state's read / write multiplexers
+                      ff=ELEMENT_FF[s.cell] + state_ff + 8 * s.in_dim +
+                      s.pe * (s.simd * 32 + 64) + 8 * s.hidden, dsp=_dsps(s))
+    for depth, width, kind in _memories(s, lanes):
+        total = total + memory_resources(depth, width, const=kind == "rom")
+    return total
+
+
+def _lut(s: RecurrentSpec, lanes: tuple[int, int], cal: Any) -> float:
+    tables = 5 if s.cell == "lstm" else 3
+    return cal.per_pe * (s.pe + 4) + \
+        TABLE_LUT_FACTOR * cal.per_soft_rom * TABLE_BITS / 16 * tables
+
+
+def _times(s: RecurrentSpec, lanes: tuple[int, int], t_in: np.ndarray) -> np.ndarray:
+    return np.full(s.out_len, float(np.max(t_in)) + s.step_cycles())
+
+
+KIND = StageKind(
+    name="recurrent", spec=RecurrentSpec, report_op="quantized_lstm",
+    matches=_matches, lower=_lower, make_spec=_make_spec,
+    cycles=lambda s, lanes: recurrent_step_cycles(s.cell, s.in_dim, s.hidden, s.pe, s.simd,
+                                                  s.peepholes),
+    times=_times, resources=_resources, memories=_memories, lut=_lut,
+    shape=lambda s: {"cell": s.cell, "in": s.in_dim, "hidden": s.hidden, "mode": s.mode},
+    buffer=lambda s: s.in_len,
+    doc="quantised LSTM / GRU with its input projection over streamed sequences",
+)

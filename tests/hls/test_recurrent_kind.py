@@ -1,0 +1,64 @@
+"""Kind ``recurrent``: a quantised fc + dynamic_lstm / dynamic_gru (+ sequence_last_step)
+program lowers to one recurrent stage; its spec (arrays from the scope) reproduces the
+CPU executor bit for bit; its cycle model is the component's; the refusals name the op."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fluid_hw.hls.kinds import KINDS, get_kind
+from fluid_hw.hls.lower import discover, lower
+from fluid_hw.hls.partition import LoweringError
+from fluid_hw.rtl.recurrent import recurrent_step_cycles
+from tests.rtl._recurrent_programs import golden, quantised_cell, sequences
+
+
+@pytest.mark.parametrize("cell", ["lstm", "lstm_np", "gru"])
+def test_recurrence_lowers_to_one_stage_bit_exact(cell):
+    qprog, scope, exe, last = quantised_cell(cell, 8, 16)
+    found = discover(qprog, ["x"], [last])
+    assert found.partition.describe()["hw"] == [
+        "quantized_fc", "quantized_gru" if cell == "gru" else "quantized_lstm",
+        "sequence_pool"]
+    (st,) = found.stages
+    assert st.kind == "recurrent" and st.layout["mode"] == "last"
+    assert st.layout["peepholes"] == (cell == "lstm")
+    low = lower(qprog, scope, folding={st.name: (4, 2)}, feed_names=["x"], fetch_names=[last])
+    (spec,) = low.specs
+    assert (spec.pe, spec.simd) == (4, 2)
+    rng = np.random.default_rng(2)
+    lengths = [1, 50, 3, 1, 17]
+    xq, hid = golden(qprog, scope, exe, sequences(rng, 5, 8, lengths))
+    np.testing.assert_array_equal(spec.model(xq, lengths), hid[np.cumsum(lengths) - 1])
+    kind = get_kind("recurrent")
+    assert kind.cycles(spec, (8, 16)) == spec.step_cycles() == recurrent_step_cycles(
+        spec.cell, 8, 16, 4, 2, spec.peepholes)
+    est = low.estimate()
+    assert est.initiation_interval == spec.step_cycles()
+    res = kind.resources(spec, (8, 16))
+    assert res.dsp >= 4 * 2  # the engine's products and the element-wise unit's
+    assert len(kind.memories(spec, (8, 16))) == 4 + 2 * (3 if cell == "gru" else 4) * 4 + \
+        (3 if cell == "gru" else 4)
+
+
+def test_recurrent_kind_is_registered_before_mvau():
+    names = list(KINDS)
+    assert names.index("recurrent") < names.index("mvau")
+
+
+def test_whole_sequence_output_and_refusals():
+    qprog, scope, exe, last = quantised_cell("gru", 4, 8, pool=False)
+    # the whole hidden sequence as the output: mode "sequence"
+    found = discover(qprog, ["x"], [last])
+    assert [s.layout["mode"] for s in found.stages] == ["sequence"]
+    low = lower(qprog, scope, folding={found.stages[0].name: (2, 4)}, feed_names=["x"],
+                fetch_names=[last])
+    rng = np.random.default_rng(4)
+    lengths = [2, 1, 9]
+    xq, hid = golden(qprog, scope, exe, sequences(rng, 3, 4, lengths))
+    np.testing.assert_array_equal(low.specs[0].model(xq, lengths), hid)
+    rec = next(op for op in qprog.global_block().ops if op.type == "quantized_gru")
+    rec.set_attr("is_reverse", True)
+    with pytest.raises(LoweringError, match=r"quantized_gru 'gru_0' .* is_reverse"):
+        discover(qprog, ["x"], [last])
