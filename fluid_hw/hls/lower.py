@@ -524,9 +524,10 @@ def lower(program: Program, values: Values, *, folding: Mapping[str, tuple[int, 
           | None = None, budget: FoldingBudget | None = DEFAULT_BUDGET,
           ii_target: int | None = None, weights: str = "const",
           feed_names: Sequence[str] | None = None,
-          fetch_names: Sequence[str] | None = None) -> Lowered:
+          fetch_names: Sequence[str] | None = None,
+          lut_mults: Mapping[str, int] | None = None) -> Lowered:
     """Lower a quantised inference program (see the module docstring): :func:`discover`
-    then :func:`build`.
+    then :func:`build` (``lut_mults``: of a layer's products, how many in LUTs).
 
     ``values``: the parameters (a Scope or a dict name -> array); ``folding``: per-layer
     ``(pe, simd)``, the other layers balanced within ``budget`` (:func:`.balance`);
@@ -535,7 +536,7 @@ def lower(program: Program, values: Values, *, folding: Mapping[str, tuple[int, 
     if weights not in ("const", "runtime"):
         raise LoweringError(f"weights must be 'const' or 'runtime', not {weights!r}")
     return build(discover(program, feed_names, fetch_names), values, folding=folding,
-                 budget=budget, ii_target=ii_target, weights=weights)
+                 budget=budget, ii_target=ii_target, weights=weights, lut_mults=lut_mults)
 
 
 def lowering_hash(low: Lowered) -> str:
