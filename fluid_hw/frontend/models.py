@@ -34,7 +34,8 @@ if TYPE_CHECKING:  # at run time through __getattr__ below
     )
 
 __all__ = ["AutoencoderModel", "Model", "digits_cnn", "digits_mlp", "ds_cnn", "fc_autoencoder",
-           "jet_mlp", "lenet5", "macs", "parameter_count", "resnet8"]
+           "gru_kws", "jet_mlp", "lenet5", "macs", "parameter_count", "resnet8",
+           "sequence_classifier"]
 
 
 @dataclass
@@ -133,6 +134,48 @@ def jet_mlp(hidden: tuple[int, ...] = (64, 32, 32), features: int = 16, num_clas
             h = layers.fc(h, size=n, act="relu")
         logits = layers.fc(h, size=num_classes)
         return _finish(main, startup, x, label, logits, optimizer)
+
+
+def gru_kws(coefficients: int = 10, hidden: int = 64, num_classes: int = 12, seed: int = 1,
+            optimizer: Any = None) -> Model:
+    """A GRU keyword spotter (as in the KWS literature: Zhang et al., "Hello Edge"): an
+    utterance of MFCC frames (49 frames of 10 coefficients for 1 s, any number as a LoD
+    input ``mfcc`` [T, coefficients], lod_level 1) -> fc input projection (3 x hidden)
+    -> ``dynamic_gru`` -> the last step -> fc to ``num_classes`` (the softmax is the
+    host's when compiled for the FPGA).  For the accelerator the projection fc and the
+    recurrence are one recurrent stage (docs/recurrent.md)."""
+    main, startup = Program(), Program()
+    main.random_seed = startup.random_seed = seed
+    with program_guard(main, startup), unique_name.guard():
+        x = layers.data(name="mfcc", shape=[coefficients], dtype="float32", lod_level=1)
+        label = layers.data(name="label", shape=[1], dtype="int64")
+        proj = layers.fc(x, size=3 * hidden)
+        h = layers.dynamic_gru(proj, size=hidden)
+        logits = layers.fc(layers.sequence_last_step(h), size=num_classes)
+        return _finish(main, startup, x, label, logits, optimizer)
+
+
+def sequence_classifier(vocab: int = 10, embedding: int = 16, hidden: int = 32,
+                        num_classes: int = 2, use_peepholes: bool = True, seed: int = 1,
+                        optimizer: Any = None) -> Model:
+    """A variable-length sequence classifier: token ids ``words`` [T, 1] int64 (lod_level
+    1, sequences of any length) -> embedding (the host's when compiled for the FPGA) ->
+    fc input projection (4 x hidden) -> ``dynamic_lstm`` (Fluid's default peepholes)
+    -> the last step -> fc to ``num_classes``.
+
+    Training recipe (tests/frontend/test_recurrent_models.py): Adam at 0.01, batches of
+    32 synthetic sequences of 1..50 tokens (label: token 3 occurs more often than token
+    7), ~150 steps; then ``passes.quantize`` with a few LoD calibration batches."""
+    main, startup = Program(), Program()
+    main.random_seed = startup.random_seed = seed
+    with program_guard(main, startup), unique_name.guard():
+        words = layers.data(name="words", shape=[1], dtype="int64", lod_level=1)
+        label = layers.data(name="label", shape=[1], dtype="int64")
+        emb = layers.embedding(words, size=[vocab, embedding])
+        proj = layers.fc(emb, size=4 * hidden)
+        h, _ = layers.dynamic_lstm(proj, size=4 * hidden, use_peepholes=use_peepholes)
+        logits = layers.fc(layers.sequence_last_step(h), size=num_classes)
+        return _finish(main, startup, words, label, logits, optimizer)
 
 
 _TINY = ("AutoencoderModel", "resnet8", "ds_cnn", "fc_autoencoder", "macs",
