@@ -23,7 +23,8 @@ def quantised_cell(cell: str, in_dim: int, hidden: int, seed: int = 0, pool: boo
                    **kw: Any) -> tuple[Any, Any, Any, Any]:
     """``(qprog, scope, exe, output name)``: ``x`` (float, lod 1) -> fc -> recurrence
     -> ``sequence_last_step`` (``pool``; else the whole hidden sequence), random weights,
-    quantised on random sequences of 1..50 steps; ``cell`` ``lstm`` (peepholes), ``lstm_np`` (none) or ``gru``."""
+    quantised on random sequences of 1..50 steps; ``cell`` ``lstm`` (peepholes),
+    ``lstm_np`` (none) or ``gru``."""
     main, startup = fluid.Program(), fluid.Program()
     startup.random_seed = seed + 1
     with fluid.program_guard(main, startup), fluid.unique_name.guard():
