@@ -144,6 +144,7 @@ class SimulateState:
     outputs: list[np.ndarray] = field(default_factory=list)
     output_lengths: list[np.ndarray | None] = field(default_factory=list)  # LoD outputs
     golden_lengths: list[np.ndarray | None] = field(default_factory=list)
+    steps: int | None = None  # time steps streamed (a recurrent first stage)
     acc_record: Any = None
     keys: dict[str, Any] = field(default_factory=dict)
     t0: float = field(default_factory=time.perf_counter)
@@ -214,6 +215,9 @@ def _step_hardware(st: SimulateState) -> str:
         st.outputs = [o for o, _ in outs]
         st.output_lengths = [ln for _, ln in outs]
         st.acc_record = acc.last
+        if acc.info.get("sequence") is not None:  # the hardware's input rows are steps
+            assert acc.last is not None
+            st.steps = len(acc.last.hw_inputs)
     rec = st.acc_record
     return f"{len(rec.hw_outputs)} inferences in {rec.stream.cycles} cycles"
 
@@ -278,6 +282,8 @@ def _step_measure(st: SimulateState) -> str:
             util = {"stages": util, "busiest": busiest, "busiest_utilisation": util[busiest],
                     "overall": total / lanes / ii}
     st.keys["mac_utilisation"] = util
+    if st.steps:  # sequences: the recurrent stage's cycles per step, measured
+        st.keys["measured"].update(_per_step(b.report, c, st.steps))
     est = b.report.get("estimate", {})
     msg = (f"II {ii:g} (estimated {est.get('initiation_interval')}), latency "
            f"{m['latency_cycles']:g} (estimated {est.get('latency_cycles')}) cycles")
@@ -289,6 +295,23 @@ def _step_measure(st: SimulateState) -> str:
         if at_fmax["throughput_vs_multiplier_bound"] is not None:
             msg += f", {100 * at_fmax['throughput_vs_multiplier_bound']:.0f} % of the bound"
     return msg
+
+
+def _per_step(report: dict[str, Any], counters: dict[str, int], steps: int
+              ) -> dict[str, Any]:
+    """A sequence design's measured cycles per time step (BUSY_CYCLES over the steps
+    streamed), the first (recurrent) stage's estimate, and sequences per second at the
+    build's clock for this run's length mix."""
+    per = counters["BUSY_CYCLES"] / steps
+    stages = report.get("stages") or [{}]
+    est = (stages[0].get("estimate") or {}).get("cycles")
+    seqs = max(1, counters["INFERENCES"])
+    clock = report.get("fmax_mhz") or report.get("clock_mhz") or 100.0
+    return {"steps": steps, "cycles_per_step": per, "estimated_cycles_per_step": est,
+            "cycles_per_step_vs_estimate": per / est if est else None,
+            "mean_steps_per_sequence": steps / seqs,
+            "sequences_per_s": clock * 1e6 * seqs / max(1, counters["BUSY_CYCLES"]),
+            "clock_mhz": clock}
 
 
 def _at_fmax(report: dict[str, Any], specs: Any, ii: float, latency: float

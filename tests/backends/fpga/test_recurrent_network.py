@@ -1,0 +1,113 @@
+"""Recurrent networks end to end on the Verilator simulation: `fluid-hw compile --target
+sim` with LoD calibration data (.npz: NAME + NAME.lengths) and `fluid-hw simulate` on
+64 sequences of lengths 1..50, bit-exact against the golden model; the sequences travel
+back to back (the accelerator counts 64 sequences, no TLAST error: every beat sent --
+sum(lengths) x beats per step -- was a step's); cycles per time step measured against
+the recurrent stage's estimate; Executor(FPGAPlace) with LoD feeds, and a whole output
+sequence back as a LoD tensor and outputs.lengths.npy."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import fluid_hw as fluid
+from fluid_hw import layers
+from fluid_hw.backends.fpga.lod_io import save_lod_npz
+from fluid_hw.backends.fpga.place import FPGAPlace
+from fluid_hw.cli.main import main
+from fluid_hw.drivers import Accelerator
+from fluid_hw.frontend import io as fio
+from fluid_hw.frontend import models
+
+HIDDEN, COEFFS = 8, 10
+TLAST_ERROR = 0b1000
+
+
+def _lod(rng: np.random.Generator, n: int) -> fluid.LoDTensor:
+    lengths = rng.integers(1, 51, n)
+    lengths[:2] = (1, 50)
+    x = rng.standard_normal((int(lengths.sum()), COEFFS)).astype(np.float32)
+    return fluid.create_lod_tensor(x, [lengths.tolist()])
+
+
+def _save(tmp_path, main_prog, startup, feed, fetch):
+    exe = fluid.Executor()
+    exe.run(startup)
+    fio.save_inference_model(str(tmp_path / "model"), [feed], [fetch], exe,
+                             main_program=main_prog)
+    return tmp_path / "model"
+
+
+@pytest.mark.slow
+def test_gru_last_step_cli(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    m = models.gru_kws(hidden=HIDDEN, num_classes=4)
+    model = _save(tmp_path, m.test_program, m.startup, "mfcc", m.prediction)
+    x = _lod(rng, 64)
+    save_lod_npz(tmp_path / "x.npz", {"mfcc": x})
+    build = tmp_path / "build"
+    assert main(["compile", str(model), "--target", "sim", "--out", str(build),
+                 "--calibration", str(tmp_path / "x.npz")]) == 0
+    design = json.loads((build / "design.json").read_text())
+    assert design["sequence"] == "last" and design["stages"][0]["kind"] == "recurrent"
+    assert "one input item is a sequence" in (build / "registers.md").read_text()
+    assert main(["simulate", str(build), "--inputs", str(tmp_path / "x.npz")]) == 0
+    report = json.loads((build / "report.json").read_text())
+    assert report["bit_exact"] and report["inputs"] == 64
+    meas = report["measured"]
+    lengths = x.recursive_sequence_lengths()[0]
+    assert meas["steps"] == sum(lengths)
+    assert meas["counters"]["INPUTS"] == meas["counters"]["INFERENCES"] == 64
+    assert abs(meas["cycles_per_step_vs_estimate"] - 1) < 0.05
+    print(f"GRU hidden {HIDDEN}: {meas['cycles_per_step']:.2f} cycles per step measured, "
+          f"{meas['estimated_cycles_per_step']} estimated; {meas['sequences_per_s']:.0f} "
+          f"sequences/s at {meas['clock_mhz']} MHz (mean length "
+          f"{meas['mean_steps_per_sequence']:.1f})")
+    out = np.load(build / "outputs.npy")
+    assert out.shape == (64, 4) and not (build / "outputs.lengths.npy").exists()
+    # the driver sent exactly sum(lengths) x beats-per-step beats, all taken as steps
+    with Accelerator.open(build, "sim", ready_prob=0.6, valid_prob=0.7) as acc:
+        (prob,) = acc.run(x)
+        steps = acc.last.hw_inputs.shape[0]
+        assert steps == sum(lengths) and acc.info["in_len"] == COEFFS
+        assert not acc.transport.read_register("STATUS") & TLAST_ERROR
+        assert acc.counters()["INPUTS"] == 64
+    np.testing.assert_array_equal(prob, out)
+
+
+@pytest.mark.slow
+def test_gru_sequence_output_through_fpga_place(tmp_path):
+    rng = np.random.default_rng(1)
+    main_prog, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = 2
+    with fluid.program_guard(main_prog, startup), fluid.unique_name.guard():
+        x = layers.data(name="frames", shape=[COEFFS], dtype="float32", lod_level=1)
+        h = layers.dynamic_gru(layers.fc(x, size=3 * HIDDEN), size=HIDDEN)
+    model = _save(tmp_path, main_prog, startup, "frames", h)
+    cal = _lod(rng, 64)
+    save_lod_npz(tmp_path / "cal.npz", {"frames": cal})
+    build = tmp_path / "build"
+    assert main(["compile", str(model), "--target", "sim", "--out", str(build),
+                 "--calibration", str(tmp_path / "cal.npz")]) == 0
+    assert json.loads((build / "design.json").read_text())["sequence"] == "sequence"
+    assert main(["simulate", str(build), "--inputs", str(tmp_path / "cal.npz")]) == 0
+    report = json.loads((build / "report.json").read_text())
+    assert report["bit_exact"] and report["inputs"] == sum(cal.recursive_sequence_lengths()[0])
+    np.testing.assert_array_equal(np.load(build / "outputs.lengths.npy"),
+                                  cal.recursive_sequence_lengths()[0])
+    # Executor(FPGAPlace) runs the LoD program; the golden model is the CPU executor
+    test_x = _lod(rng, 20)
+    exe = fluid.Executor(FPGAPlace(build))
+    try:
+        (got,) = exe.run(None, feed={"frames": test_x}, fetch_list=[h.name],
+                         return_numpy=False)
+    finally:
+        exe.close()
+    qprog, _, fetch = fio.load_inference_model(build / "model", fluid.Executor())
+    (want,) = fluid.Executor().run(qprog, feed={"frames": test_x},
+                                   fetch_list=[fetch[0].name], return_numpy=False)
+    assert got.lod() == test_x.lod() == want.lod()
+    np.testing.assert_array_equal(np.asarray(got.data), np.asarray(want.data))
