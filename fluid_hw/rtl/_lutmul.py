@@ -211,6 +211,10 @@ def lut_product(m: Module, a: Value, b: Value, name: str, *, style: str = "plain
 #: first level (fewer flip-flops than a register after the row pairs, same Fmax)
 _CUT = 2
 
+#: operand bits (both) up to which the product is Yosys' ``*``: 3-4 LUT4s, where a
+#: carry chain would cost 8-10 LUTs (measured)
+_TINY = 4
+
 
 def _lut_product(m: Module, a: Value, b: Value, name: str, style: str, cut: int
                  ) -> Signal:
@@ -221,6 +225,13 @@ def _lut_product(m: Module, a: Value, b: Value, name: str, style: str, cut: int
             f"LUT product {name!r}: a {n}-bit weight and a {w}-bit activation; it takes "
             f"weights of 1 to 8 bits and activations of 2 to 16 bits (use a MULT18X18D, "
             f"rtl._dsp.dsp_product, for wider operands)")
+    if n + w <= _TINY:   # a few LUT4s, no carry chain: Yosys' own mapping is smaller
+        p1 = Signal(signed(n + w), name=f"{name}_q")
+        p = Signal(signed(n + w), name=f"{name}_p")
+        m.d.sync += [p1.eq(a.as_signed() * b.as_signed()), p.eq(p1)]
+        return p
+    if w < n:   # rows of the narrower operand (a 2-bit activation)
+        a, b, n, w = b, a, w, n
     bmin, bmax = -(1 << (w - 1)), (1 << (w - 1)) - 1
     terms: list[_Term] = []
     chain = _Chain(m, f"{name}_x", style)   # all the sums, both stages
@@ -332,18 +343,18 @@ class LutCost:
 #: puts adders of 4 bits or fewer in LUT4s, hence the LUT4s of narrow activations);
 #: tests/rtl/test_lutmul.py checks entries against Yosys.
 _COSTS: dict[tuple[int, int], tuple[int, int, int]] = {
-    (1, 2): (0, 6, 2), (2, 2): (0, 8, 3), (3, 2): (0, 10, 6), (4, 2): (0, 12, 7),
-    (5, 2): (0, 16, 11), (6, 2): (0, 18, 12), (7, 2): (0, 20, 17), (8, 2): (0, 22, 18),
-    (1, 3): (0, 8, 3), (2, 3): (0, 10, 3), (3, 3): (0, 12, 8), (4, 3): (0, 14, 9),
-    (5, 3): (0, 19, 14), (6, 3): (0, 21, 15), (7, 3): (0, 23, 20), (8, 3): (0, 25, 22),
+    (1, 2): (3, 6, 0), (2, 2): (4, 8, 0), (3, 2): (0, 10, 3), (4, 2): (0, 12, 4),
+    (5, 2): (0, 14, 4), (6, 2): (0, 16, 5), (7, 2): (0, 18, 5), (8, 2): (0, 20, 6),
+    (1, 3): (4, 8, 0), (2, 3): (0, 10, 3), (3, 3): (0, 12, 8), (4, 3): (0, 14, 9),
+    (5, 3): (0, 16, 11), (6, 3): (0, 18, 12), (7, 3): (0, 20, 14), (8, 3): (0, 22, 15),
     (1, 4): (0, 10, 3), (2, 4): (0, 12, 4), (3, 4): (0, 14, 9), (4, 4): (0, 16, 10),
-    (5, 4): (0, 22, 16), (6, 4): (0, 24, 17), (7, 4): (0, 26, 24), (8, 4): (0, 28, 25),
+    (5, 4): (0, 18, 12), (6, 4): (0, 20, 13), (7, 4): (0, 22, 15), (8, 4): (0, 24, 16),
     (1, 5): (0, 12, 4), (2, 5): (0, 14, 4), (3, 5): (0, 16, 11), (4, 5): (0, 18, 12),
-    (5, 5): (0, 25, 19), (6, 5): (0, 27, 20), (7, 5): (0, 29, 27), (8, 5): (0, 31, 29),
+    (5, 5): (0, 25, 19), (6, 5): (0, 28, 21), (7, 5): (0, 31, 24), (8, 5): (0, 34, 26),
     (1, 6): (0, 14, 4), (2, 6): (0, 16, 5), (3, 6): (0, 18, 12), (4, 6): (0, 20, 13),
-    (5, 6): (0, 28, 21), (6, 6): (0, 30, 22), (7, 6): (0, 32, 31), (8, 6): (0, 34, 32),
+    (5, 6): (0, 28, 21), (6, 6): (0, 30, 22), (7, 6): (0, 33, 25), (8, 6): (0, 36, 27),
     (1, 7): (0, 16, 5), (2, 7): (0, 18, 5), (3, 7): (0, 20, 14), (4, 7): (0, 22, 15),
-    (5, 7): (0, 31, 24), (6, 7): (0, 33, 25), (7, 7): (0, 35, 34), (8, 7): (0, 37, 36),
+    (5, 7): (0, 31, 24), (6, 7): (0, 33, 25), (7, 7): (0, 35, 34), (8, 7): (0, 38, 38),
     (1, 8): (0, 18, 5), (2, 8): (0, 20, 6), (3, 8): (0, 22, 15), (4, 8): (0, 24, 16),
     (5, 8): (0, 34, 26), (6, 8): (0, 36, 27), (7, 8): (0, 38, 38), (8, 8): (0, 40, 39),
 }
