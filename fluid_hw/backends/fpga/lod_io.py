@@ -116,8 +116,14 @@ def lod_value(value: Any) -> tuple[np.ndarray, np.ndarray | None]:
     return rows, None if ln is None else np.asarray(ln, np.int64)
 
 
+def _calib(a: np.ndarray) -> np.ndarray:
+    """Float data as float32; integers (token ids) as they are."""
+    return np.ascontiguousarray(a, np.float32 if a.dtype.kind == "f" else a.dtype)
+
+
 def lod_batches(data: Mapping[str, Any], size: int = 128) -> list[dict[str, Any]]:
-    """Calibration batches of ``size`` items (whole sequences for LoD inputs), float32."""
+    """Calibration batches of ``size`` items (whole sequences for LoD inputs); float
+    data as float32, integer data (token ids) as it is."""
     n = item_count(next(iter(data.values())))
     out = []
     for i in range(0, n, size):
@@ -125,13 +131,12 @@ def lod_batches(data: Mapping[str, Any], size: int = 128) -> list[dict[str, Any]
         for k, v in data.items():
             ln = sequence_lengths(v)
             if ln is None:
-                batch[k] = np.ascontiguousarray(np.asarray(v)[i:i + size], np.float32)
+                batch[k] = _calib(np.asarray(v)[i:i + size])
                 continue
             offs = v.lod()[0]
             j = min(i + size, len(ln))
             rows = np.asarray(v.data)[offs[i]:offs[j]]
-            batch[k] = LoDTensor(np.ascontiguousarray(rows, np.float32),
-                                 [lengths_to_offsets(ln[i:j])])
+            batch[k] = LoDTensor(_calib(rows), [lengths_to_offsets(ln[i:j])])
         out.append(batch)
     return out
 

@@ -35,6 +35,7 @@ def test_round_trip(tmp_path):
     np.testing.assert_array_equal(got["extra"], dense)
     assert item_count(t) == 7
     rows, ln = lod_value(t)
+    np.testing.assert_array_equal(rows, x)
     np.testing.assert_array_equal(ln, lengths)
     assert lod_value(dense)[1] is None
     # calibration batches: whole sequences, float32
@@ -64,3 +65,10 @@ def test_errors(tmp_path, arrays, match):
     feeds = ["x", "z"] if "z" in arrays else ["x"]
     with pytest.raises(BuildError, match=match):
         load_inputs(path, feeds, "--inputs")
+
+
+def test_token_ids_stay_integers(tmp_path):
+    path = save_lod_npz(tmp_path / "t.npz", {"words": LoDTensor(
+        np.arange(6, dtype=np.int64).reshape(6, 1), [[0, 2, 6]])})
+    (batch,) = lod_batches(load_inputs(path, ["words"], "calibration"))
+    assert batch["words"].data.dtype == np.int64

@@ -111,3 +111,26 @@ def test_gru_sequence_output_through_fpga_place(tmp_path):
                                    fetch_list=[fetch[0].name], return_numpy=False)
     assert got.lod() == test_x.lod() == want.lod()
     np.testing.assert_array_equal(np.asarray(got.data), np.asarray(want.data))
+
+
+@pytest.mark.slow
+def test_lstm_sequence_classifier(tmp_path):
+    """The LSTM reference model (peepholes; embedding on the host: token ids in)."""
+    from fluid_hw.backends.fpga import compile_model, simulate
+    from tests.passes.test_quantize_rnn import make_data, to_lod
+
+    rng = np.random.default_rng(2)
+    m = models.sequence_classifier(hidden=HIDDEN)
+    model = _save(tmp_path, m.test_program, m.startup, "words", m.prediction)
+    xs, _ = make_data(rng, 64)
+    save_lod_npz(tmp_path / "x.npz", {"words": to_lod(xs)})
+    st = compile_model(model, tmp_path / "build", target="sim",
+                       calibration=tmp_path / "x.npz")
+    assert [s.op for s in st.lowered.stages] == ["quantized_lstm", "quantized_fc"]
+    keys = simulate(tmp_path / "build", tmp_path / "x.npz")
+    assert keys["bit_exact"] and keys["inputs"] == 64
+    meas = keys["measured"]
+    assert meas["steps"] == sum(len(s) for s in xs)
+    assert abs(meas["cycles_per_step_vs_estimate"] - 1) < 0.05
+    print(f"LSTM hidden {HIDDEN}: {meas['cycles_per_step']:.2f} cycles per step measured, "
+          f"{meas['estimated_cycles_per_step']} estimated")
