@@ -403,6 +403,9 @@ def compare_stages(low: Lowered, golden: Mapping[str, np.ndarray],
 def _step_debug_stages(st: SimulateState) -> str:
     if not st.debug_stages:
         return "skipped (--debug-stages to run)"
+    if st.steps:
+        raise BuildError("--debug-stages does not take sequences yet (a recurrent first "
+                         "stage); the compare step already checks every output bit")
     b = st.build
     assert b is not None and st.acc_record is not None
     res = compare_stages(b.lowered, st.golden, st.acc_record.stream.outputs)
@@ -422,6 +425,10 @@ def _step_debug_stages(st: SimulateState) -> str:
 def _step_cocotb(st: SimulateState) -> str:
     if not st.cocotb:
         return "skipped (cocotb=N to run)"
+    if st.steps:
+        raise BuildError("the cocotb bench streams fixed-size items, not sequences (a "
+                         "recurrent first stage); drop --cocotb (random back-pressure: "
+                         "--ready-prob)")
     from ...sim.cocotb_runner import run_cocotb
 
     b = st.build
