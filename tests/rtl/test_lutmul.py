@@ -54,38 +54,39 @@ def product_of(m: Module, kind: int | str, a: Signal, b: Signal, name: str,
     return lut_product(m, a, b, name, style=style)
 
 
-def test_every_pair_in_amaranth_sim():
+@pytest.mark.parametrize("kind,bbits,copies", [
+    pytest.param(*k, marks=pytest.mark.slow) if k[:2] == (8, 8) else k for k in KINDS])
+def test_every_pair_in_amaranth_sim(kind, bbits, copies):
     """All pairs, ``copies`` products side by side fed one new pair each per cycle from a
     counter; product ``i`` at cycle ``t + 2`` is pair ``t * copies + i``."""
-    for kind, bbits, copies in KINDS:
-        abits = 1 if kind == "bipolar" else int(kind)
-        total = 1 << (abits + bbits)
-        cb = copies.bit_length() - 1
-        cycles = total // copies
-        m = Module()
-        cnt = Signal(max(1, (cycles - 1).bit_length()))
-        m.d.sync += cnt.eq(cnt + 1)
-        outs = []
-        for i in range(copies):
-            word = Cat(Const(i, cb), cnt) if cb else cnt
-            a, b = word[bbits:bbits + abits], word[:bbits].as_signed()
-            outs.append(product_of(m, kind, a if kind == "bipolar" else a.as_signed(), b,
-                                   f"m{i}", "plain"))
-        assert len(outs[0]) == abits + bbits
-        got = np.zeros(total, dtype=np.int64)
-        sim = Simulator(m)
-        sim.add_clock(1e-6)
+    abits = 1 if kind == "bipolar" else int(kind)
+    total = 1 << (abits + bbits)
+    cb = copies.bit_length() - 1
+    cycles = total // copies
+    m = Module()
+    cnt = Signal(max(1, (cycles - 1).bit_length()))
+    m.d.sync += cnt.eq(cnt + 1)
+    outs = []
+    for i in range(copies):
+        word = Cat(Const(i, cb), cnt) if cb else cnt
+        a, b = word[bbits:bbits + abits], word[:bbits].as_signed()
+        outs.append(product_of(m, kind, a if kind == "bipolar" else a.as_signed(), b,
+                               f"m{i}", "plain"))
+    assert len(outs[0]) == abits + bbits
+    got = np.zeros(total, dtype=np.int64)
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
 
-        async def bench(ctx, outs=outs, got=got, cycles=cycles, copies=copies):
-            await ctx.tick().repeat(LUT_PRODUCT_LATENCY)
-            for t in range(cycles):
-                for i, o in enumerate(outs):
-                    got[t * copies + i] = ctx.get(o)
-                await ctx.tick()
+    async def bench(ctx):
+        await ctx.tick().repeat(LUT_PRODUCT_LATENCY)
+        for t in range(cycles):
+            for i, o in enumerate(outs):
+                got[t * copies + i] = ctx.get(o)
+            await ctx.tick()
 
-        sim.add_testbench(bench)
-        sim.run()
-        np.testing.assert_array_equal(got, expected(kind, bbits), err_msg=f"{kind} x {bbits}")
+    sim.add_testbench(bench)
+    sim.run()
+    np.testing.assert_array_equal(got, expected(kind, bbits), err_msg=f"{kind} x {bbits}")
 
 
 def test_bad_operands_are_refused():
