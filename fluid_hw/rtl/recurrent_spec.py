@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from math import gcd
 from typing import Any
 
 import numpy as np
@@ -101,6 +102,9 @@ class RecurrentSpec(StageSpec):
 
     kind = "recurrent"
     folds = True
+    #: no MVAU requantiser lanes behind the matrix engine (the accumulators go to the
+    #: element-wise unit's sum requantisers)
+    requantize = False
 
     @property
     def op(self) -> str:
@@ -139,6 +143,12 @@ class RecurrentSpec(StageSpec):
     @property
     def mh(self) -> int:
         return GATES[self.cell] * self.hidden
+
+    @property
+    def fold_dims(self) -> tuple[int, int]:
+        """``(mw, mh)`` offered to the folding search: SIMD must divide the input and the
+        hidden size, PE the hidden size."""
+        return gcd(self.in_dim, self.hidden), self.hidden
 
     @property
     def sf(self) -> int:

@@ -38,7 +38,7 @@ def _spec(cell: str, in_dim: int, hidden: int, pe: int, simd: int, mode: str,
 CASES = [  # cell, in_dim, hidden, pe, simd, mode
     ("lstm", 8, 16, 8, 4, "sequence"),
     ("lstm_np", 6, 8, 2, 2, "last"),
-    ("gru", 8, 16, 8, 2, "sequence"),
+    ("gru", 8, 16, 8, 8, "sequence"),
     ("gru", 4, 8, 1, 4, "last"),
 ]
 #: 16 sequences of mixed lengths 1..50 (155 steps; four of length 1)
@@ -72,7 +72,9 @@ def test_recurrent_stage_bit_exact_under_stalls(cell, in_dim, hidden, pe, simd, 
 
 
 @pytest.mark.parametrize("cell,in_dim,hidden,pe,simd", [
-    ("lstm", 8, 16, 4, 4), ("lstm_np", 8, 16, 16, 8), ("gru", 8, 16, 2, 2)])
+    ("lstm", 8, 16, 4, 4), ("lstm_np", 8, 16, 16, 8), ("gru", 8, 16, 2, 2),
+    pytest.param("lstm", 32, 128, 16, 8, marks=pytest.mark.slow),   # ~50 s
+    pytest.param("gru", 32, 128, 16, 8, marks=pytest.mark.slow)])
 def test_recurrent_step_cycles_match_the_model(cell, in_dim, hidden, pe, simd):
     """At full rate (inputs back to back, output always ready) a step takes exactly the
     model's cycles: the input transfers are that far apart."""
