@@ -18,7 +18,7 @@ from fluid_hw import layers
 from fluid_hw.backends.fpga.lod_io import save_lod_npz
 from fluid_hw.backends.fpga.place import FPGAPlace
 from fluid_hw.cli.main import main
-from fluid_hw.drivers import Accelerator
+from fluid_hw.drivers import Accelerator, DriverError
 from fluid_hw.frontend import io as fio
 from fluid_hw.frontend import models
 
@@ -75,6 +75,10 @@ def test_gru_last_step_cli(tmp_path, capsys):
         assert steps == sum(lengths) and acc.info["in_len"] == COEFFS
         assert not acc.transport.read_register("STATUS") & TLAST_ERROR
         assert acc.counters()["INPUTS"] == 64
+        with pytest.raises(DriverError, match="at least one step"):
+            acc.run_int_sequences(np.zeros((2, COEFFS), np.int8), [2, 0])
+        with pytest.raises(DriverError, match="lod_level 1; feed a LoDTensor"):
+            acc.run(np.asarray(x.data))
     np.testing.assert_array_equal(prob, out)
 
 
