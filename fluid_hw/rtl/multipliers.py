@@ -158,12 +158,17 @@ def mvau_multipliers(pe: int, simd: int, lut_mults: int = 0, weight_bits: int = 
 
 
 def packed_pair(m: Module, valid: Sequence[Value], w0: Value, w1: Value, x: Value,
-                weight_bits: int, ff_style: str, name: str) -> tuple[Signal, Signal]:
-    """``(x * w0, x * w1)`` of stage-2 registers ``w0``, ``w1`` (decoded weights) and the
-    int8 ``x``, through one multiplier (module docstring): the packed product at stage
-    4 as :func:`._lane.lane_product` makes a single one (``ff_style="trellis"``: a
+                weight_bits: int, ff_style: str, name: str
+                ) -> tuple[Signal, Signal, Signal]:
+    """``(x * w0, x * w1 - c, c)`` of stage-2 registers ``w0``, ``w1`` (decoded weights)
+    and the int8 ``x``, through one multiplier (module docstring): the packed product at
+    stage 4 as :func:`._lane.lane_product` makes a single one (``ff_style="trellis"``: a
     ``MULT18X18D`` with its own registers; plain: two registers, which Yosys maps onto
-    one ``MULT18X18D``), then the split, combinational, into the stage after."""
+    one ``MULT18X18D``), split by wiring alone: the low ``k`` bits, and the high bits
+    ``P >> k`` with the correction bit ``c = P[k - 1]`` apart -- the adder tree adds it
+    as the carry-in of one of its adders, so the split costs no adder on the path from
+    the multiplier (measured: the product -> correction -> tree adder path was the
+    critical one of an int4 ULX3S build)."""
     k = product_bits(weight_bits)
     a = Signal(signed(k + weight_lane_bits(weight_bits) + 1), name=f"{name}_a")
     m.d.comb += a.eq(w0.as_signed() + (w1.as_signed() << k))
@@ -179,5 +184,6 @@ def packed_pair(m: Module, valid: Sequence[Value], w0: Value, w1: Value, x: Valu
         p = p4
     lo = Signal(signed(k), name=f"{name}_lo")
     hi = Signal(signed(k), name=f"{name}_hi")
-    m.d.comb += [lo.eq(p[0:k]), hi.eq(p[k:2 * k].as_signed() + p[k - 1])]
-    return lo, hi
+    c = Signal(name=f"{name}_c")
+    m.d.comb += [lo.eq(p[0:k]), hi.eq(p[k:2 * k]), c.eq(p[k - 1])]
+    return lo, hi, c

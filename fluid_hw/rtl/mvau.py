@@ -253,6 +253,7 @@ class MVAU(Component):
         # PE p + 1's lane, and PE p's adder tree waits for it
         lanes: list[list[tuple[Signal, Signal]]] = []
         prods: list[list[Value | None]] = []
+        carries: list[list[Value]] = []  # a shared DSP's correction bits, per PE
         accs: list[Value] = []
         for p in range(pe):
             init = None if self.weight_words is None else self.weight_words[p]
@@ -261,6 +262,7 @@ class MVAU(Component):
             m.d.comb += wrp.addr.eq(waddr)
             lanes.append([])
             prods.append([])
+            carries.append([])
             for s in range(simd):
                 code = wrp.data.word_select(s, wb)
                 # a bipolar LUT lane keeps the weight's code (bipolar_product); the
@@ -280,10 +282,11 @@ class MVAU(Component):
                     prods[p].append(None)
                 elif (p - 1, s) in pairs:
                     (w0, x0), (w1, _) = lanes[p - 1][s], lanes[p][s]
-                    lo, hi = packed_pair(m, v, w0, w1, x0, wb, self.ff_style,
-                                         f"pe{p - 1}_{p}_m{s}")
+                    lo, hi, c = packed_pair(m, v, w0, w1, x0, wb, self.ff_style,
+                                            f"pe{p - 1}_{p}_m{s}")
                     prods[p - 1][s] = lo
                     prods[p].append(hi)
+                    carries[p].append(c)
                 else:
                     prods[p].append(lane_product(
                         m, v, w2, x2, self.ff_style, lut=lut[p][s], width=width,
@@ -292,7 +295,8 @@ class MVAU(Component):
             for q_ in range(len(accs), p + 1):  # the PEs whose products are all made
                 if any(x is None for x in prods[q_]):
                     break
-                accs.append(self._tree_and_acc(m, q_, prods[q_], v, first))
+                accs.append(self._tree_and_acc(m, q_, prods[q_], v, first,
+                                               carries[q_]))
         assert len(accs) == pe
 
         acc_valid = Signal()
@@ -314,22 +318,46 @@ class MVAU(Component):
         return m
 
     def _tree_and_acc(self, m: Module, p: int, prods: list[Value], v: list[Value],
-                      first: list[Value]) -> Signal:
+                      first: list[Value], carries: list[Value]) -> Signal:
         """PE ``p``'s registered adder tree over its lanes' products and its int32
-        accumulator (cleared by the first synapse fold of each neuron fold)."""
+        accumulator (cleared by the first synapse fold of each neuron fold).  The
+        ``carries`` (1-bit, aligned with the products: the shared DSPs' corrections)
+        are the carry-ins of the tree's adders, then the accumulator's, each delayed to
+        its adder's stage (a tree has SIMD - 1 adders: with the accumulator's, one for
+        each of at most SIMD corrections)."""
         lat = self.acc_latency
+        pending = list(carries)
+
+        def carry(level: int) -> Value | None:
+            """The next correction bit, delayed to the inputs of tree level ``level``."""
+            if not pending:
+                return None
+            c, i = pending.pop(0), len(carries) - len(pending) - 1
+            for d in range(level):
+                r = Signal(name=f"pe{p}_c{i}_d{d + 1}")
+                with m.If(v[4 + d]):
+                    m.d.sync += r.eq(c)
+                c = r
+            return c
+
         level = 0
         while len(prods) > 1:
             nxt = []
             for j in range(0, len(prods), 2):
                 pair = prods[j:j + 2]
                 r = Signal(signed(len(pair[0]) + 1), name=f"pe{p}_t{level}_{j // 2}")
+                total = pair[0] + pair[1] if len(pair) == 2 else pair[0]
+                c = carry(level)
                 with m.If(v[4 + level]):
-                    m.d.sync += r.eq(pair[0] + pair[1] if len(pair) == 2 else pair[0])
+                    m.d.sync += r.eq(total if c is None else total + c)
                 nxt.append(r)
             prods = nxt
             level += 1
         total = prods[0]
+        while pending:  # the rest (at most one) into the accumulator's adder
+            c = carry(level)
+            assert c is not None
+            total = total + c
         # accumulator
         acc = Signal(signed(32), name=f"pe{p}_acc")
         k = lat - 1  # the tree output is aligned with control stage lat - 1
