@@ -57,7 +57,7 @@ from .folding import (
 from .kinds import KINDS, kind_of
 from .kinds._matrix import fifo_storage
 from .lane_costs import lut_multipliers_available
-from .stages import Resources, estimate_pipeline, stage_cost
+from .stages import Resources, estimate_pipeline, pipeline_resources, stage_cost
 
 __all__ = ["AutoFoldError", "AutoFold", "Calibration", "CALIBRATION", "DEFAULT_FRACTION",
            "autofold", "device_estimate", "bridge_estimate", "specs_from_design", "fold_units",
@@ -245,16 +245,15 @@ def device_estimate(specs: Sequence[StageSpec], device: DeviceLike | str, *,
         raise AutoFoldError(f"no resource model for the family {family!r}; known: "
                             f"{', '.join(CALIBRATION)}")
     specs = list(specs)
-    e = estimate_pipeline(specs, in_lanes=in_lanes, out_lanes=out_lanes, fifo_depth=fifo_depth,
-                          graph=graph)
+    pipe = pipeline_resources(specs, in_lanes=in_lanes, graph=graph)
     cal = CALIBRATION[family]
     lanes = stage_lanes(specs, graph.inputs if graph is not None else None)
     mems = [m for s, ln in zip(specs, lanes) for m in _memories(s, ln)]
     bram = _block_ram(family, mems + _link_memories(specs, fifo_depth, in_lanes, out_lanes,
                                                     graph))
     lut = cal.base + sum(_stage_lut(s, ln, family) for s, ln in zip(specs, lanes))
-    ff = e.resources.ff - (sum(_dsp_register_ffs(s) for s in specs) if dsp_registers else 0)
-    out = {"lut": round(lut), "ff": round(ff * cal.ff_scale), "dsp": e.resources.dsp,
+    ff = pipe.ff - (sum(_dsp_register_ffs(s) for s in specs) if dsp_registers else 0)
+    out = {"lut": round(lut), "ff": round(ff * cal.ff_scale), "dsp": pipe.dsp,
            "bram": bram}
     if board_top:
         out_bits = specs[-1].out_bits
@@ -485,11 +484,12 @@ def autofold(specs: Sequence[StageSpec], device: DeviceLike, *,
     if target_fps is not None:
         ii_target = ii_for_rate(target_fps, clock_mhz, AutoFoldError)
 
-    def whole(folding: Mapping[str, tuple[int, int]], lut: Mapping[str, int] | None = None
-              ) -> tuple[dict[str, int], Any]:
+    def whole(folding: Mapping[str, tuple[int, int]], lut: Mapping[str, int] | None = None,
+              timing: bool = False) -> tuple[dict[str, int], Any]:
+        """The device estimate of a folding (and with ``timing`` the pipeline's)."""
         trial = _apply(specs, folding, lut)
         est = estimate_pipeline(trial, in_lanes=in_lanes, out_lanes=out_lanes,
-                                fifo_depth=fifo_depth, graph=graph)
+                                fifo_depth=fifo_depth, graph=graph) if timing else None
         return device_estimate(trial, family, fifo_depth=fifo_depth, in_lanes=in_lanes,
                                graph=graph,
                                out_lanes=out_lanes), est
@@ -526,7 +526,7 @@ def autofold(specs: Sequence[StageSpec], device: DeviceLike, *,
     if folding is None:
         raise _no_fit(specs, units, device, family, fraction, limits, fixed, ii_target,
                       clock_mhz, whole, last_err, graph, lut_multipliers)
-    res, est = whole(folding, lut)
+    res, est = whole(folding, lut, timing=True)
     chosen = _apply(specs, folding, lut)
     used, in_luts = multipliers_used(chosen)
     binding, why = _binding(units, opts, budget, fixed, est, ii_target)

@@ -69,6 +69,7 @@ from .lane_costs import (
 
 __all__ = ["MVAUStage", "ConvStage", "MaxPoolStage", "Stage", "Resources", "StageEstimate",
            "PipelineEstimate", "estimate_stage", "stage_cost", "estimate_pipeline",
+           "pipeline_resources",
            "hwc_order", "mvau_resources", "product_resources", "REQUANT_LANE",
            "swg_resources", "memory_resources", "mvau_times",
            "window_times", "window_cycles", "MVAUConsumer", "ReduceConsumer",
@@ -474,6 +475,23 @@ def graph_times(stages: Sequence[StageSpec], graph: StageGraph, in_lanes: int,
         out.append(_stage_times(s, ln, t_in))
         limits[s.name] = _stage_cycles(s, ln)
     return GraphTimes(lanes, port, take, out, limits)
+
+
+def pipeline_resources(stages: Sequence[StageSpec], *, in_lanes: int | None = None,
+                       graph: StageGraph | None = None) -> Resources:
+    """:func:`estimate_pipeline`'s resources without its timing model (the folding search
+    tries many foldings)."""
+    stages = list(stages)
+    graph = graph if graph is not None else StageGraph.chain(len(stages))
+    lanes = stage_lanes(stages, graph.inputs)
+    inl = in_lanes or lanes[0][0]
+    res = Resources(lut=300, ff=520)  # AXI4-Lite block, counters, framing, skid buffers
+    for k, (s, ln) in enumerate(zip(stages, lanes)):
+        res = res + _resources(s, ln)
+        for src in graph.inputs[k]:
+            prev = inl if src < 0 else lanes[src][1]
+            res = res + Resources(lut=8 * max(prev, ln[0]), ff=10 * max(prev, ln[0]) * 2)
+    return res
 
 
 def estimate_pipeline(stages: Sequence[StageSpec], *, in_lanes: int | None = None,

@@ -124,3 +124,15 @@ def test_estimates_match_simulation(make):
     pipe = est.as_report()
     assert pipe["initiation_interval"] == est.initiation_interval
     assert pipe["resources"]["dsp"] == sum(s.resources.dsp for s in est.stages)
+
+
+def test_pipeline_resources_are_the_estimates_without_the_timing_model():
+    """stages.pipeline_resources (what the folding search costs each trial with) equals
+    estimate_pipeline's resources (MLPs, a conv + pool + fc, a depthwise design)."""
+    from fluid_hw.backends.fpga.calibration import calibration_designs
+    from fluid_hw.hls.stages import pipeline_resources
+
+    designs = calibration_designs()
+    for name in ("mlp_64_128_64_10", "mlp_16_64_16_pe", "conv_pool_fc", "conv_dw_8_pe4"):
+        specs = designs[name]
+        assert pipeline_resources(specs) == estimate_pipeline(specs).resources, name
