@@ -16,7 +16,8 @@ hidden product needs step t's whole ``h``):
   projection, ``quantized_fc`` without requantiser, its int32 wrap-around) and then
   ``hidden / simd`` beats of the state (``h``; the GRU's candidate columns read ``r * h``
   instead), two accumulators per PE; weights in one ROM per PE (``(ncols / pe) * (in_dim
-  + hidden) / simd`` words of ``8 * simd`` bits), products registered twice (a
+  + hidden) / simd`` words of ``8 * simd`` bits; block RAM from 4 kbit on, as
+  :func:`~._mem.param_memory`), products registered twice (a
   ``MULT18X18D`` with ``ff_style="trellis"``), the sum of a PE's lanes registered;
   the accumulators land in small memories per gate and PE;
 * the element-wise unit, one hidden unit per cycle, fully pipelined: the gate sum
@@ -41,6 +42,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ._dsp import dsp_product
+from ._mem import BLOCK_ROM_BITS
 from ._util import Component, HardwareConfigError
 
 __all__ = ["RecurrentUnit", "RecurrentParams", "recurrent_step_cycles", "ENGINE_DRAIN",
@@ -340,8 +342,9 @@ class RecurrentUnit(Component):
                 for ff in range(sf):
                     lanes = wall[ff * simd:(ff + 1) * simd, j]
                     words.append(sum((int(v) & 0xFF) << (8 * s) for s, v in enumerate(lanes)))
+            big = len(words) * 8 * simd >= BLOCK_ROM_BITS   # as rtl._mem.param_memory
             rom = Memory(shape=8 * simd, depth=len(words), init=words,
-                         attrs={"rom_style": "block"})
+                         attrs={"rom_style": "block"} if big else {})
             m.submodules[f"w{p}"] = rom
             rp = rom.read_port(domain="sync")
             m.d.comb += rp.addr.eq(col_grp * sf + f)
