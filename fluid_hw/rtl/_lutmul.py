@@ -38,7 +38,7 @@ from amaranth import C, Cat, Const, Instance, Module, Signal, Value, signed
 from ._util import HardwareConfigError
 
 __all__ = ["LUT_PRODUCT_LATENCY", "LUT_STYLES", "CCU2C_SIM", "LutCost", "bipolar_product",
-           "lut_product", "lut_product_cost"]
+           "lut_product", "lut_products", "lut_product_cost"]
 
 #: cycles from the operands to the product
 LUT_PRODUCT_LATENCY = 2
@@ -204,7 +204,23 @@ def lut_product(m: Module, a: Value, b: Value, name: str, *, style: str = "plain
     """``a * b`` of the signed ``a`` (the weight, 1-8 bits) and signed ``b`` (the
     activation, 2-16 bits), :data:`LUT_PRODUCT_LATENCY` cycles later, in fabric: a
     signed ``len(a) + len(b)``-bit register, free-running."""
-    return _lut_product(m, a, b, name, style, _CUT)
+    _check_style(name, style)
+    return _lut_product(m, a, b, name, _Chain(m, f"{name}_x", style), _CUT, emit=True)
+
+
+def lut_products(m: Module, operands: Sequence[tuple[Value, Value]], name: str, *,
+                 style: str = "plain") -> list[Signal]:
+    """:func:`lut_product` of each ``(a, b)`` of ``operands``, all on one physical
+    carry chain: nextpnr's feed-in and feed-out ``CCU2C`` once for the group instead
+    of once a product (4 LUTs a product fewer; the false timing path through the
+    chain grows with it, so keep a group to about 40 ``CCU2C``, docs/fpga_backend.md).
+    Product ``k`` is named ``name_k``."""
+    _check_style(name, style)
+    chain = _Chain(m, f"{name}_x", style)
+    out = [_lut_product(m, a, b, f"{name}_{k}", chain, _CUT, emit=False)
+           for k, (a, b) in enumerate(operands)]
+    chain.emit()
+    return out
 
 
 #: carry-chain levels before the middle register: the row-pair chains and the tree's
@@ -216,9 +232,8 @@ _CUT = 2
 _TINY = 4
 
 
-def _lut_product(m: Module, a: Value, b: Value, name: str, style: str, cut: int
-                 ) -> Signal:
-    _check_style(name, style)
+def _lut_product(m: Module, a: Value, b: Value, name: str, chain: _Chain, cut: int, *,
+                 emit: bool) -> Signal:
     n, w = len(a), len(b)
     if not 1 <= n <= 8 or not 2 <= w <= 16:
         raise HardwareConfigError(
@@ -234,7 +249,7 @@ def _lut_product(m: Module, a: Value, b: Value, name: str, style: str, cut: int
         a, b, n, w = b, a, w, n
     bmin, bmax = -(1 << (w - 1)), (1 << (w - 1)) - 1
     terms: list[_Term] = []
-    chain = _Chain(m, f"{name}_x", style)   # all the sums, both stages
+    # all the sums of both stages on ``chain``
     for i in range(0, n, 2):
         top = n - 1
         if i == top:   # the weight's sign row alone: -(a_i b) = ~(a_i b) + 1
@@ -266,7 +281,8 @@ def _lut_product(m: Module, a: Value, b: Value, name: str, style: str, cut: int
     terms = regs
     while len(terms) > 1:
         terms = _tree_level(chain, terms)
-    chain.emit()
+    if emit:
+        chain.emit()
     (t,) = terms
     p = Signal(signed(n + w), name=f"{name}_p")
     m.d.sync += p.eq(t.value << t.shift)

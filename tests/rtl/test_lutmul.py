@@ -23,6 +23,7 @@ from fluid_hw.rtl._lutmul import (
     bipolar_product,
     lut_product,
     lut_product_cost,
+    lut_products,
 )
 from fluid_hw.rtl._util import HardwareConfigError
 from fluid_hw.sim._tools import ensure_yosys
@@ -89,6 +90,31 @@ def test_every_pair_in_amaranth_sim(kind, bbits, copies):
     np.testing.assert_array_equal(got, expected(kind, bbits), err_msg=f"{kind} x {bbits}")
 
 
+def test_products_sharing_a_chain_in_amaranth_sim():
+    """lut_products: an int4 x int8 and an int2 x int3 product side by side, every pair."""
+    m = Module()
+    cnt = Signal(12)
+    m.d.sync += cnt.eq(cnt + 1)
+    pairs = [(cnt[8:12].as_signed(), cnt[:8].as_signed()), (cnt[3:5].as_signed(),
+                                                            cnt[:3].as_signed())]
+    outs = lut_products(m, pairs, "g")
+    got: list[list[int]] = [[], []]
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+
+    async def bench(ctx):
+        await ctx.tick().repeat(LUT_PRODUCT_LATENCY)
+        for _ in range(1 << 12):
+            for g, o in zip(got, outs, strict=True):
+                g.append(ctx.get(o))
+            await ctx.tick()
+
+    sim.add_testbench(bench)
+    sim.run()
+    np.testing.assert_array_equal(got[0], expected(4, 8))
+    np.testing.assert_array_equal(got[1][:32], expected(2, 3))
+
+
 def test_bad_operands_are_refused():
     m = Module()
     m._MustUse__used = True  # only the refusals are of interest
@@ -146,24 +172,32 @@ int main() {{
 @pytest.mark.slow
 def test_every_pair_on_verilator_with_ccu2c_cells(tmp_path):
     """The ``trellis`` products (``CCU2C`` instances) in the Verilog that Yosys would
-    synthesise, on Verilator with the cell model, every pair of every kind."""
+    synthesise, on Verilator with the cell model, every pair of every kind, alone and
+    four on one chain (lut_products)."""
     m = Module()
     ports: list[Signal] = []
     lanes: list[tuple[int, int, int, int]] = []
     owner: list[tuple[int | str, int]] = []
-    for kind, bbits, _ in KINDS:  # one copy of each: C++ streams a pair per cycle
+    def lane(kind: int | str, bbits: int) -> tuple[Signal, Signal]:
+        k = len(lanes)
         abits = 1 if kind == "bipolar" else int(kind)
-        copies = 1
-        for i in range(copies):
-            k = len(lanes)
-            a = Signal(1 if kind == "bipolar" else signed(abits), name=f"a{k}")
-            b = Signal(signed(bbits), name=f"b{k}")
-            p = product_of(m, kind, a, b, f"m{k}", "trellis")
-            po = Signal(len(p), name=f"p{k}")
-            m.d.comb += po.eq(p)
-            ports += [a, b, po]
-            lanes.append((abits, bbits, copies, i))
-            owner.append((kind, bbits))
+        a = Signal(1 if kind == "bipolar" else signed(abits), name=f"a{k}")
+        b = Signal(signed(bbits), name=f"b{k}")
+        lanes.append((abits, bbits, 1, 0))
+        owner.append((kind, bbits))
+        return a, b
+
+    def out(p: Signal, a: Signal, b: Signal) -> None:
+        po = Signal(len(p), name=f"p{len(ports) // 3}")
+        m.d.comb += po.eq(p)
+        ports.extend([a, b, po])
+
+    for kind, bbits, _ in KINDS:  # one copy of each: C++ streams a pair per cycle
+        a, b = lane(kind, bbits)
+        out(product_of(m, kind, a, b, f"m{len(lanes)}", "trellis"), a, b)
+    group = [lane(kind, bbits) for kind, bbits in ((4, 8), (8, 8), (3, 5), (8, 2))]
+    for p, (a, b) in zip(lut_products(m, group, "g", style="trellis"), group, strict=True):
+        out(p, a, b)
     cycles = max((1 << (ab + bb)) // c for ab, bb, c, _ in lanes)
     verilog = _verilog(m, ports)
     assert "CCU2C" in verilog
