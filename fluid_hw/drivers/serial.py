@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -271,6 +272,59 @@ class SerialTransport(Transport):
         self._check_errors("the stream")
         dtype = np.dtype("<i4") if self.out_bits == 32 else np.dtype(np.int8)
         outputs = np.frombuffer(bytes(out), dtype=dtype).reshape(n, out_len)
+        return StreamResult(outputs.astype(np.int32 if self.out_bits == 32 else np.int8),
+                            None, None)
+
+    def stream_sequences(self, inputs: np.ndarray, lengths: Sequence[int]) -> StreamResult:
+        """Sequences (a design whose first stage is recurrent): each one's steps as
+        STREAM_IN commands of at most 65535 beats, ``tlast`` (flag bit 0) on the last
+        command's last beat only; the output packets -- one a sequence, of ``out_len``
+        elements (mode ``"last"``) or one beat a step (``"sequence"``) -- checked for
+        their ``tlast``."""
+        mode = self.info.get("sequence")
+        if mode is None:
+            raise DriverError(f"{self.info.get('name')} takes fixed-size items, not "
+                              "sequences (its first stage is not recurrent)")
+        x = np.ascontiguousarray(inputs, dtype=np.int8)
+        in_len, out_len = int(self.info["in_len"]), int(self.info["out_len"])
+        ln = [int(v) for v in lengths]
+        if x.ndim != 2 or x.shape[1] != in_len or len(x) != sum(ln) or min(ln, default=1) < 1:
+            raise DriverError(f"stream_sequences: inputs must be int8 [sum(lengths), "
+                              f"{in_len}] of sequences of >= 1 step, got "
+                              f"{list(np.shape(inputs))} for lengths summing to {sum(ln)}")
+        per_step = in_len // self.in_lanes
+        out_beats = ln if mode == "sequence" else [out_len // self.out_lanes] * len(ln)
+        starts = np.concatenate([[0], np.cumsum(ln)]).astype(int)
+        beat_bytes = self.in_lanes
+        out = bytearray()
+        sent = done = got_in_packet = 0
+        self._beats_clear_check()
+        self._select()
+        region = self.region or 0
+        while done < len(ln):
+            while sent < len(ln) and sent - done < self.window:
+                data = x[starts[sent]:starts[sent + 1]].tobytes()
+                beats = ln[sent] * per_step
+                for k in range(0, beats, 0xFFFF):
+                    count = min(0xFFFF, beats - k)
+                    flag = int(k + count == beats)
+                    self.link.send(bytes([CMD_STREAM_IN]) + count.to_bytes(2, "little")
+                                   + bytes([flag])
+                                   + data[k * beat_bytes:(k + count) * beat_bytes])
+                sent += 1
+            payload, last = self.link.next_beat(region, f"output beat {got_in_packet} of "
+                                                f"sequence {done}")
+            end = got_in_packet == out_beats[done] - 1
+            if last != int(end):
+                raise DriverError(f"output beat {got_in_packet} of sequence {done} has "
+                                  f"tlast={last}; the accelerator's output framing is off "
+                                  "(see STATUS.TLAST_ERROR)")
+            out += payload
+            got_in_packet = 0 if end else got_in_packet + 1
+            done += int(end)
+        self._check_errors("the stream")
+        dtype = np.dtype("<i4") if self.out_bits == 32 else np.dtype(np.int8)
+        outputs = np.frombuffer(bytes(out), dtype=dtype).reshape(-1, out_len)
         return StreamResult(outputs.astype(np.int32 if self.out_bits == 32 else np.int8),
                             None, None)
 
