@@ -26,6 +26,7 @@ import numpy as np
 
 from ..backends.cpu import Executor
 from ..errors import FluidError
+from ..ir.lod import LoDTensor, lengths_to_offsets, offsets_to_lengths
 from ..ir.program import Program
 from ..ir.scope import Scope
 from .build_dir import NAMES, BuildDir
@@ -44,6 +45,17 @@ def register_region_opener(name: str, opener: Callable[..., list[Transport]]) ->
     """Make ``transport=name`` open a multi-region build's regions together (one link for
     all, e.g. one serial port) instead of one transport per region by name."""
     _REGION_OPENERS[name] = opener
+
+
+def _run_sequences(acc: Any, x: Any, mode: str, name: str) -> Any:
+    """A region whose first stage is recurrent: the LoD value's sequences streamed back
+    to back; the output a LoD tensor (mode ``"sequence"``) or one row a sequence."""
+    if not (isinstance(x, LoDTensor) and x.lod()):
+        raise DriverError(f"the region reading {name!r} takes variable-length sequences: "
+                          "feed the model's input as a LoD tensor")
+    lengths = offsets_to_lengths(x.lod()[0])
+    y = acc.run_int_sequences(np.asarray(x.data), lengths)
+    return LoDTensor(y, [lengths_to_offsets(lengths)]) if mode == "sequence" else y
 
 
 class RegionedAccelerator:
@@ -122,9 +134,10 @@ class RegionedAccelerator:
     def _feed(self, batch: Any) -> dict[str, np.ndarray]:
         return feed_dict(batch, self.feeds, self.host_programs[:1])
 
-    def run(self, batch: Any) -> list[np.ndarray]:
+    def run(self, batch: Any) -> list[Any]:
         """The model on a batch (an array for a one-input model, or a dict name ->
-        array): its outputs, one array per fetch target."""
+        array; LoD tensors of sequences where a region's first stage is recurrent): its
+        outputs, one array per fetch target (a LoD tensor for a sequence output)."""
         values = self._feed(batch)
         scope = Scope(self.scope)
         try:
@@ -132,13 +145,21 @@ class RegionedAccelerator:
                 prog = self.host_programs[k]
                 gb = prog.global_block()
                 feed = {n: v for n, v in values.items() if gb.has_var(n)}
+                seq = acc.info.get("sequence")  # a recurrent first stage: LoD in
                 (x,) = self.executor.run(prog, feed=feed, fetch_list=[info["hw_input"]],
-                                         scope=scope)
-                values[info["hw_output"]] = acc.run_int(x)
+                                         scope=scope, return_numpy=seq is None)
+                values[info["hw_output"]] = acc.run_int(x) if seq is None else \
+                    _run_sequences(acc, x, seq, info["hw_input"])
             last = self.host_programs[-1]
             gb = last.global_block()
             feed = {n: v for n, v in values.items() if gb.has_var(n)}
-            return self.executor.run(last, feed=feed, fetch_list=self.fetches, scope=scope)
+            if not any(a.info.get("sequence") for a in self.regions):
+                return self.executor.run(last, feed=feed, fetch_list=self.fetches,
+                                         scope=scope)
+            outs = self.executor.run(last, feed=feed, fetch_list=self.fetches, scope=scope,
+                                     return_numpy=False)
+            return [o if isinstance(o, LoDTensor) and o.lod() else np.asarray(o)
+                    for o in outs]
         except DriverError:
             raise
         except FluidError as e:

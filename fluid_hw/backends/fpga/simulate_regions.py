@@ -28,9 +28,11 @@ from ...drivers.regions import RegionedAccelerator
 from ...errors import FluidError
 from ...frontend import io as fio
 from ...ir import dtypes
+from ...ir.lod import LoDTensor
 from ...ir.scope import Scope
 from ..cpu import Executor
 from .compile import load_inputs
+from .lod_io import item_count, lod_value
 from .steps import BuildError, log
 
 __all__ = ["simulate_regions"]
@@ -59,12 +61,17 @@ def simulate_regions(build_dir: str | os.PathLike[str],
     gb = program.global_block()
     for k, v in x.items():
         if gb.has_var(k):
-            x[k] = np.ascontiguousarray(v, dtypes.to_numpy(gb.var(k).dtype))
-    n = len(next(iter(x.values())))
+            want = dtypes.to_numpy(gb.var(k).dtype)
+            x[k] = LoDTensor(np.ascontiguousarray(v.data, want), v.lod()) \
+                if isinstance(v, LoDTensor) else np.ascontiguousarray(v, want)
+    n = item_count(next(iter(x.values())))
     names = [v for r in regions for v in (r["hw_input"], r["hw_output"])]
-    vals = Executor().run(program, feed=x, fetch_list=fetches + names, scope=Scope(scope))
-    golden_out = [np.asarray(v) for v in vals[:len(fetches)]]
-    golden = {nm: np.asarray(v) for nm, v in zip(names, vals[len(fetches):])}
+    vals = Executor().run(program, feed=x, fetch_list=fetches + names, scope=Scope(scope),
+                          return_numpy=False)
+    golden_out = [lod_value(v)[0] for v in vals[:len(fetches)]]
+    # (sequences stay LoD tensors: a region with a recurrent first stage takes them)
+    golden = {nm: v if lod_value(v)[1] is not None else np.asarray(v)
+              for nm, v in zip(names, vals[len(fetches):])}
     log("simulate", f"golden model: {n} inputs, {len(regions)} regions")
     per: list[dict[str, Any]] = []
     for r in regions:
@@ -77,9 +84,10 @@ def simulate_regions(build_dir: str | os.PathLike[str],
             + ("bit-exact" if res.get("bit_exact") else f"{res.get('mismatches')} mismatches"))
     acc = RegionedAccelerator.open(d, "sim", ready_prob=ready_prob, valid_prob=valid_prob)
     try:
-        outs = [np.asarray(o) for o in acc.run(x)]
+        outs = [lod_value(o)[0] for o in acc.run(x)]
     finally:
         acc.close()
+    n = len(outs[0])  # rows: items, or steps of a sequence output
     bad = np.zeros(n, bool)
     for g, h in zip(golden_out, outs):
         if g.shape != h.shape:

@@ -138,3 +138,25 @@ def test_lstm_sequence_classifier(tmp_path):
     assert abs(meas["cycles_per_step_vs_estimate"] - 1) < 0.05
     print(f"LSTM hidden {HIDDEN}: {meas['cycles_per_step']:.2f} cycles per step measured, "
           f"{meas['estimated_cycles_per_step']} estimated")
+
+
+@pytest.mark.slow
+def test_gru_region_then_fc_region(tmp_path):
+    """A softmax between the last step and the classifier splits the accelerator: region
+    0 the recurrent stage (sequences in), region 1 the fc; simulate and the driver."""
+    from fluid_hw.backends.fpga import compile_model, simulate
+
+    rng = np.random.default_rng(3)
+    main_prog, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = 3
+    with fluid.program_guard(main_prog, startup), fluid.unique_name.guard():
+        x = layers.data(name="mfcc", shape=[COEFFS], dtype="float32", lod_level=1)
+        h = layers.dynamic_gru(layers.fc(x, size=3 * HIDDEN), size=HIDDEN)
+        prob = layers.fc(layers.softmax(layers.sequence_last_step(h)), size=4)
+    model = _save(tmp_path, main_prog, startup, "mfcc", prob)
+    xs = _lod(rng, 64)
+    save_lod_npz(tmp_path / "x.npz", {"mfcc": xs})
+    compile_model(model, tmp_path / "build", target="sim", calibration=tmp_path / "x.npz")
+    keys = simulate(tmp_path / "build", tmp_path / "x.npz")
+    assert keys["bit_exact"] and keys["inputs"] == 64 and len(keys["regions"]) == 2
+    assert np.load(tmp_path / "build" / "outputs.npy").shape == (64, 4)
