@@ -12,16 +12,16 @@ Stream protocol (also in the generated ``registers.md``):
 * Default lanes: the first stage's input beat width and the last stage's output beat
   width (``simd`` and ``pe`` of an MVAU).
 
-Sequences (a recurrent first stage: its spec's ``sequence_io`` is ``"last"`` or
-``"sequence"``, see :func:`sequence_mode`): an input packet is one sequence of any
-number T >= 1 of time steps, ``T * in_len`` elements back to back (``in_len``: one
-step's elements), no padding, TLAST on the sequence's last beat.  The framing
-assembles each step into one stage beat of ``8 * in_len + 1`` bits whose top bit is
-the last-step flag (TLAST of the step's last beat; TLAST on any other beat sets
-STATUS.TLAST_ERROR, the data still flows).  Output: ``"last"`` -- one ordinary packet
-per sequence (the stages behind the recurrent one are fixed-size); ``"sequence"`` --
-the recurrent stage is the last one and sends one beat of ``8 * out_len + 1`` bits per
-step, the top bit its last-step flag, which becomes ``m_axis_tlast``.
+Sequences (a recurrent first stage: its spec's ``sequence_io`` -- a ``recurrent`` kind's
+``mode`` -- is ``"last"`` or ``"sequence"``, see :func:`sequence_mode`): an input packet
+is one sequence of any number T >= 1 of time steps, ``T * in_len`` elements back to back
+(``in_len``: one step's elements), no padding, TLAST on the sequence's last beat. The
+framing assembles each step into one stage beat of ``8 * in_len + 1`` bits whose top bit
+is the last-step flag (TLAST of the step's last beat; TLAST on any other beat sets
+STATUS.TLAST_ERROR, the data still flows). Output: ``"last"`` -- one ordinary packet per
+sequence (the stages behind the recurrent one are fixed-size); ``"sequence"`` -- the
+recurrent stage is the last one and sends one beat of ``8 * out_len + 1`` bits per step,
+the top bit its last-step flag, which becomes ``m_axis_tlast``.
 
 Datapath: input skid buffer -> framing -> [lane converter -> FIFO -> stage] per stage
 -> lane converter, reset as a whole by CONTROL.SOFT_RESET (not the weight memories,
