@@ -26,7 +26,7 @@ def _run(args: argparse.Namespace) -> int:
                        budget=budget, ii_target=args.ii, clock_mhz=args.clock_mhz,
                        auto_fold=auto, target_fps=args.target_fps,
                        fraction=args.budget_fraction, stop_after=args.stop_after,
-                       lut_multipliers=args.lut_multipliers)
+                       lut_multipliers=args.lut_multipliers, optimize=args.optimize)
     last = args.stop_after or COMPILE_STEPS[-1].name
     print(f"compiled {args.model} -> {args.out} (through step {last})")
     if st.segmentation is not None:  # which ops run where
@@ -95,6 +95,11 @@ def register(sub: Any) -> None:
                    "where the DSPs run out, build the further products as LUT multipliers "
                    "within the LUT budget (faster than the DSP-only bound; a much larger "
                    "design, slower to emit, simulate and place and route)")
+    p.add_argument("--optimize", choices=("throughput", "latency"), default="throughput",
+                   help="throughput (default): the smallest initiation interval; latency: "
+                   "the shortest time from first input beat to last output beat (MVAUs "
+                   "start on partial input, requantisers unshared, automatic folding "
+                   "prefers wide SIMD)")
     p.add_argument("--macs", type=int, help="multiplier budget of the balanced folding "
                    "(default: the target's, 128 for sim)")
     p.add_argument("--ii", type=int, help="fold for this initiation interval (cycles) "

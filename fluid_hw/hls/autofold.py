@@ -465,11 +465,13 @@ def autofold(specs: Sequence[StageSpec], device: DeviceLike, *,
              target_fps: float | None = None, clock_mhz: float = 100.0,
              fifo_depth: int = 2, in_lanes: int | None = None,
              out_lanes: int | None = None, graph: StageGraph | None = None,
-             lut_multipliers: bool = False) -> AutoFold:
+             lut_multipliers: bool = False, optimize: str = "throughput") -> AutoFold:
     """Choose PE x SIMD for every matrix stage of ``specs`` for ``device`` (see the
     module docstring).  ``fraction``: share of each budget resource to use;
     ``lut_multipliers``: where the DSPs run out, products may be built in LUTs (within
-    the LUT budget; default False: every product a DSP, the smaller, quicker design)."""
+    the LUT budget; default False: every product a DSP, the smaller, quicker design);
+    ``optimize="latency"``: then the smallest latency within the budget
+    (:func:`_prefer_latency`)."""
     specs = list(specs)
     if not 0 < fraction <= 1:
         raise AutoFoldError(f"fraction must be in (0, 1], got {fraction}")
@@ -526,6 +528,8 @@ def autofold(specs: Sequence[StageSpec], device: DeviceLike, *,
     if folding is None:
         raise _no_fit(specs, units, device, family, fraction, limits, fixed, ii_target,
                       clock_mhz, whole, last_err, graph, lut_multipliers)
+    if optimize == "latency":
+        folding, lut = _prefer_latency(units, opts, folding, lut, fixed, whole, limits)
     res, est = whole(folding, lut, timing=True)
     chosen = _apply(specs, folding, lut)
     used, in_luts = multipliers_used(chosen)
@@ -538,6 +542,51 @@ def autofold(specs: Sequence[StageSpec], device: DeviceLike, *,
     return AutoFold({u.name: folding[u.name] for u in units}, dev_name, family, fraction,
                     res, available, limits, est.initiation_interval, est.latency_cycles,
                     est.bottleneck, clock_mhz, fixed, target_fps, lut, bound)
+
+
+# ---- latency mode (compile --optimize latency) ------------------------------------------
+
+
+def _prefer_latency(units: Sequence[FoldUnit], opts: dict[str, _Option],
+                    folding: dict[str, tuple[int, int]], lut: dict[str, int],
+                    fixed: Mapping[str, tuple[int, int]], whole: Any,
+                    limits: Mapping[str, int]) -> tuple[dict[str, tuple[int, int]],
+                                                        dict[str, int]]:
+    """From the balanced (smallest-II) folding, a greedy descent on the timing model's
+    latency (first input to last output, the sum over the stages): each step tries, for
+    every layer not fixed, its foldings one II level faster and those of the same II
+    with wider SIMD (a wider SIMD shortens the fold that follows the input stream; with
+    SIMD = MW and PE = MH a layer adds only its pipeline depth), keeps the one that
+    lowers the latency most and still fits the whole device budget, and stops when
+    none does.  A changed layer's products are all DSPs.  Updates ``opts``."""
+    def latency(f: Mapping[str, tuple[int, int]], lm: Mapping[str, int]) -> int | None:
+        res, est = whole(f, lm, timing=True)
+        return None if _over(res, limits) else int(est.latency_cycles)
+
+    best = latency(folding, lut)
+    assert best is not None  # the balanced folding fits
+    while True:
+        move: tuple[int, FoldUnit, _Option] | None = None
+        for u in units:
+            if u.name in fixed:
+                continue
+            cur = opts[u.name]
+            faster = [o.ii for o in u.options if o.ii < cur.ii]
+            nxt = max(faster, default=None)
+            for o in u.options:
+                if not (o.ii == nxt or (o.ii == cur.ii and o.simd > cur.simd)):
+                    continue
+                f = {**folding, u.name: (o.pe, o.simd)}
+                lm = {k: v for k, v in lut.items() if k != u.name}
+                lat = latency(f, lm)
+                if lat is not None and lat < best and (move is None or lat < move[0]):
+                    move = (lat, u, o)
+        if move is None:
+            return folding, lut
+        best, u, o = move
+        folding = {**folding, u.name: (o.pe, o.simd)}
+        lut = {k: v for k, v in lut.items() if k != u.name}
+        opts[u.name] = o
 
 
 _RESOURCE_NAMES = {"dsp": "DSP", "lut": "LUT", "bram": "BRAM", "ff": "FF",

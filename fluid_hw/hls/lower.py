@@ -275,11 +275,14 @@ def discover(program: Program, feed_names: Sequence[str] | None = None,
 
 
 def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode: str,
-               lut_mults: int = 0) -> StageSpec:
+               lut_mults: int = 0, stream_input: bool = False) -> StageSpec:
     """The spec of a lowered stage for a folding (arrays from ``values``; none: a trial
-    spec for costing), ``lut_mults`` of its products in LUTs."""
+    spec for costing), ``lut_mults`` of its products in LUTs; ``stream_input``: latency
+    mode, for the stages that have it (MVAUs)."""
     try:
         spec = get_kind(st.kind).make_spec(st, values, pe, simd, mode)
+        if stream_input and hasattr(spec, "stream_input"):
+            spec = replace(spec, stream_input=True)  # type: ignore[type-var]
         return replace(spec, lut_mults=lut_mults) if lut_mults else spec  # type: ignore[type-var]
     except HardwareConfigError as e:
         raise LoweringError(f"{st.op} {st.name!r} (ops {st.ops}): {e}") from None
@@ -380,6 +383,8 @@ class Lowered:
     graph: StageGraph | None = None
     #: of each layer's products, how many are LUT multipliers (layers with some)
     lut_mults: dict[str, int] = field(default_factory=dict)
+    #: latency mode (``compile --optimize latency``): MVAUs start on partial input
+    stream_input: bool = False
 
     @property
     def specs(self) -> list[StageSpec]:
@@ -423,7 +428,7 @@ class Lowered:
         for s in self.stages:
             pe, simd = self.folding.get(s.name, (1, 1))
             out.append(_make_spec(s, values, pe, simd, self.weights_mode,
-                                  self.lut_mults.get(s.name, 0)))
+                                  self.lut_mults.get(s.name, 0), self.stream_input))
         return out
 
     def to_stream(self, x: np.ndarray) -> np.ndarray:
@@ -492,12 +497,13 @@ def _units(stages: list[LoweredStage]) -> list[FoldUnit]:
 def build(found: Discovery, values: Values, *, folding: Mapping[str, tuple[int, int]]
           | None = None, budget: FoldingBudget | None = DEFAULT_BUDGET,
           ii_target: int | None = None, weights: str = "const",
-          lut_mults: Mapping[str, int] | None = None) -> Lowered:
+          lut_mults: Mapping[str, int] | None = None, stream_input: bool = False
+          ) -> Lowered:
     """The discovered stages as hardware: ``folding`` per layer ``(pe, simd)``, the other
     layers balanced within ``budget`` (:func:`.balance`); parameter arrays from
     ``values``; ``lut_mults``: of a layer's products, how many to build in LUTs (as
-    :func:`.autofold.autofold` chooses them).  The discovery is not changed (each build
-    gets its own stage copies)."""
+    :func:`.autofold.autofold` chooses them); ``stream_input``: latency mode.  The
+    discovery is not changed (each build gets its own stage copies)."""
     if weights not in ("const", "runtime"):
         raise LoweringError(f"weights must be 'const' or 'runtime', not {weights!r}")
     stages = [replace(s, ops=list(s.ops), spec=None) for s in found.stages]
@@ -510,14 +516,15 @@ def build(found: Discovery, values: Values, *, folding: Mapping[str, tuple[int, 
     specs: list[StageSpec] = []
     for s in stages:
         pe, simd = fold.get(s.name, (1, 1))
-        s.spec = spec = _make_spec(s, values, pe, simd, weights, lut.get(s.name, 0))
+        s.spec = spec = _make_spec(s, values, pe, simd, weights, lut.get(s.name, 0),
+                                   stream_input)
         specs.append(spec)
     graph = StageGraph.of([s.inputs for s in stages])
     ii = estimate_pipeline(specs, graph=graph).initiation_interval
     fifo = fifo_depths(specs, ii, graph)
     graph = StageGraph.of(graph.inputs, join_fifo_depths(specs, graph, ii, max(fifo)))
     return Lowered(found.partition, stages, fold, weights, found.in_perm, fifo, budget, graph,
-                   lut)
+                   lut, stream_input)
 
 
 def lower(program: Program, values: Values, *, folding: Mapping[str, tuple[int, int]]
@@ -525,9 +532,11 @@ def lower(program: Program, values: Values, *, folding: Mapping[str, tuple[int, 
           ii_target: int | None = None, weights: str = "const",
           feed_names: Sequence[str] | None = None,
           fetch_names: Sequence[str] | None = None,
-          lut_mults: Mapping[str, int] | None = None) -> Lowered:
+          lut_mults: Mapping[str, int] | None = None, stream_input: bool = False
+          ) -> Lowered:
     """Lower a quantised inference program (see the module docstring): :func:`discover`
-    then :func:`build` (``lut_mults``: of a layer's products, how many in LUTs).
+    then :func:`build` (``lut_mults``: of a layer's products, how many in LUTs;
+    ``stream_input``: latency mode).
 
     ``values``: the parameters (a Scope or a dict name -> array); ``folding``: per-layer
     ``(pe, simd)``, the other layers balanced within ``budget`` (:func:`.balance`);
@@ -536,7 +545,8 @@ def lower(program: Program, values: Values, *, folding: Mapping[str, tuple[int, 
     if weights not in ("const", "runtime"):
         raise LoweringError(f"weights must be 'const' or 'runtime', not {weights!r}")
     return build(discover(program, feed_names, fetch_names), values, folding=folding,
-                 budget=budget, ii_target=ii_target, weights=weights, lut_mults=lut_mults)
+                 budget=budget, ii_target=ii_target, weights=weights, lut_mults=lut_mults,
+                 stream_input=stream_input)
 
 
 def lowering_hash(low: Lowered) -> str:

@@ -21,6 +21,12 @@ copy of the input vector per PE), two after each multiplier, a registered adder
 tree, an int32 accumulator, then :class:`~.requant.RequantPipe`.  The datapath
 never stalls: a :class:`~.stream.CreditQueue` at the output decides when work may
 start.
+
+Latency mode (``stream_input=True``): the first neuron fold issues synapse fold ``sf``
+of a vector as soon as its beat has been written (the later folds reuse the buffered
+vector), so the output starts about one pipeline depth after the last input beat
+instead of after a whole vector time more; and the requantiser is not shared (one
+lane a PE: no ``ceil(PE / R) - 1`` extra cycles).
 """
 
 from __future__ import annotations
@@ -73,13 +79,14 @@ def adder_tree_depth(simd: int) -> int:
 
 
 def mvau_latency(simd: int, requantize: bool = True, *, pe: int = 1, sf: int = 1,
-                 thresholds: bool = False) -> int:
+                 thresholds: bool = False, stream_input: bool = False) -> int:
     """Cycles from issuing a vector's last beat to its output entering the output queue
     (memory read, fabric registers, two product registers, adder tree, accumulator,
     then the requantiser, shared by the ``pe`` lanes over
     :func:`~.requant.requant_units` ``(pe, sf)`` physical lanes unless ``thresholds``
-    replace it); the queue adds :attr:`~.stream.CreditQueue.latency`."""
-    units = requant_units(pe, sf, requantize and not thresholds)
+    replace it, or ``stream_input`` (latency mode: one lane a PE)); the queue adds
+    :attr:`~.stream.CreditQueue.latency`."""
+    units = pe if stream_input else requant_units(pe, sf, requantize and not thresholds)
     return 5 + adder_tree_depth(simd) + requant_latency(pe, units, requantize)
 
 
@@ -113,7 +120,8 @@ class MVAU(Component):
     copies of the input vector are ECP5 ``TRELLIS_FF`` primitives (see :mod:`._ff`).
     ``lut_mults``: how many of the ``pe * simd`` products are LUT multipliers (the
     highest-indexed lanes); ``weight_bits``: the width the weights are held in (1:
-    bipolar); see :mod:`.multipliers`.
+    bipolar); see :mod:`.multipliers`.  ``stream_input``: latency mode (see the module
+    docstring).
     """
 
     def __init__(self, name: str, mw: int, mh: int, pe: int, simd: int, *,
@@ -122,7 +130,7 @@ class MVAU(Component):
                  relu: bool = False, requantize: bool = True, runtime: bool = False,
                  ff_style: str = "plain", clamp: Clamp | None = None,
                  thresholds: np.ndarray | None = None, lut_mults: int = 0,
-                 weight_bits: int = 8) -> None:
+                 weight_bits: int = 8, stream_input: bool = False) -> None:
         if pe < 1 or simd < 1 or mh % pe or mw % simd:
             raise HardwareConfigError(
                 f"MVAU {name!r}: PE={pe} must divide MH={mh} and SIMD={simd} must divide "
@@ -133,6 +141,7 @@ class MVAU(Component):
         self.lut_mults, self.weight_bits = lut_mults, weight_bits
         self.sf, self.nf = mw // simd, mh // pe
         self.runtime, self.ff_style = runtime, ff_style
+        self.stream_input = stream_input
         if runtime:
             self.weight_words = None
         else:
@@ -149,7 +158,8 @@ class MVAU(Component):
                                    runtime=runtime, ff_style=ff_style, clamp=clamp,
                                    thresholds=thresholds,
                                    # a PE group of accumulators every SF cycles at most
-                                   units=requant_units(pe, self.sf, thresholds is None))
+                                   units=pe if stream_input else
+                                   requant_units(pe, self.sf, thresholds is None))
         self.out_bits = self.requant.out_bits
         self.tree_depth = adder_tree_depth(simd)
         # issue -> memory data (1) -> fabric regs (2) -> product (3) -> product (4)
@@ -157,7 +167,8 @@ class MVAU(Component):
         self.acc_latency = 5 + self.tree_depth
         self.latency = self.acc_latency + self.requant.latency
         assert self.latency == mvau_latency(simd, requantize, pe=pe, sf=self.sf,
-                                            thresholds=thresholds is not None)
+                                            thresholds=thresholds is not None,
+                                            stream_input=stream_input)
         self.queue_depth = credit_depth(self.latency, self.sf)
         self.word_bits = weight_bits * simd
         members = {"i": In(stream.Signature(8 * simd)),
@@ -207,8 +218,12 @@ class MVAU(Component):
         last_sf = isf == sf - 1
         last_nf = inf == nf - 1
         issue = Signal()
+        # the beat isf of bank rbank is in the buffer
+        ready: Value = full.bit_select(rbank, 1)
+        if self.stream_input:  # latency mode: fold 0 follows the beats being written
+            ready = ready | ((wbank == rbank) & (wsf > isf))
         m.d.comb += [
-            issue.eq(full.bit_select(rbank, 1) & (~last_sf | q.can_issue)),
+            issue.eq(ready & (~last_sf | q.can_issue)),
             q.issue.eq(issue & last_sf),
             in_rp.addr.eq(Cat(isf, rbank) if sf_bits else rbank),
         ]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import gcd
 from typing import Any
 
@@ -578,6 +578,9 @@ class MVAUSpec(_MatrixFields):
     name: str
     mw: int
     mh: int
+    #: latency mode (:mod:`.mvau`): the first neuron fold follows the input beats as they
+    #: arrive, the requantiser unshared (``structure()`` names it only when set)
+    stream_input: bool = field(default=False, kw_only=True)
 
     kind = "mvau"
 
@@ -613,20 +616,26 @@ class MVAUSpec(_MatrixFields):
         return self.pe
 
     def structure(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "mw": self.mw, "mh": self.mh,
-                "pe": self.pe, "simd": self.simd, **self._matrix_structure()}
+        st = {"kind": self.kind, "name": self.name, "mw": self.mw, "mh": self.mh,
+              "pe": self.pe, "simd": self.simd, **self._matrix_structure()}
+        if self.stream_input:  # latency mode (throughput designs: no key)
+            st["stream_input"] = True
+        return st
 
     @classmethod
     def from_structure(cls, st: dict[str, Any]) -> MVAUSpec:
         mw, mh = int(st["mw"]), int(st["mh"])
         return cls(st["name"], mw, mh, pe=int(st["pe"]), simd=int(st["simd"]),
+                   stream_input=bool(st.get("stream_input", False)),
                    **matrix_kwargs(st, mh, (mh, mw)))
 
     def component(self, lanes: tuple[int, int], ff_style: str) -> Any:
         from .mvau import MVAU
 
-        return MVAU(self.name, self.mw, self.mh, self.pe, self.simd,
-                    **self._unit_kwargs(ff_style))
+        kw = self._unit_kwargs(ff_style)
+        if self.stream_input:
+            kw["stream_input"] = True
+        return MVAU(self.name, self.mw, self.mh, self.pe, self.simd, **kw)
 
     def model(self, x: np.ndarray) -> np.ndarray:
         from .mvau import mvau_model

@@ -319,7 +319,8 @@ def _step_lower(st: CompileState) -> str:
         st.lowered = lower(st.program, st.scope, folding=st.folding,
                            budget=st.budget if st.budget is not None else st.target.budget,
                            ii_target=ii, weights=st.weights, feed_names=st.feeds,
-                           fetch_names=st.fetches)
+                           fetch_names=st.fetches,
+                           stream_input=st.options.optimize == "latency")
     assert st.lowered is not None
     st.out.mkdir(parents=True, exist_ok=True)
     BuildDir(st.out).write_text("lowering", _dumps(st.lowered.describe()))
@@ -367,14 +368,18 @@ def _autofold(st: CompileState) -> None:
     build them with that folding."""
     assert st.program is not None and st.scope is not None and st.target.board
     found = discover(st.program, st.feeds, st.fetches)
-    trial = build(found, st.scope, folding=st.folding, budget=None, weights=st.weights)
+    stream = st.options.optimize == "latency"
+    trial = build(found, st.scope, folding=st.folding, budget=None, weights=st.weights,
+                  stream_input=stream)
     device = get_board(st.target.board).device
     st.autofold = autofold(trial.specs, device, fraction=st.fraction, overrides=st.folding,
                            target_fps=st.target_fps, clock_mhz=st.clock,
                            fifo_depth=trial.fifo_depth, graph=trial.graph,
-                           lut_multipliers=st.options.folding.lut_multipliers)
+                           lut_multipliers=st.options.folding.lut_multipliers,
+                           optimize=st.options.optimize)
     st.lowered = build(found, st.scope, folding=st.autofold.folding, budget=None,
-                       weights=st.weights, lut_mults=st.autofold.lut_mults)
+                       weights=st.weights, lut_mults=st.autofold.lut_mults,
+                       stream_input=stream)
 
 
 def _dumps(obj: Any) -> str:
@@ -555,7 +560,7 @@ def compile_model(model_dir: str | os.PathLike[str], out: str | os.PathLike[str]
     (see the module docstring) with ``options`` (a :class:`CompileOptions`, or its
     fields as keywords: ``target``, ``weights``, ``folding``, ``budget``, ``ii_target``,
     ``clock_mhz``, ``quant_config``, ``auto_fold``, ``target_fps``, ``fraction``,
-    ``lut_multipliers``).
+    ``lut_multipliers``, ``optimize``).
     Returns the build state (``.lowered``, ``.top``...).
 
     On a board target the folding is automatic (:func:`fluid_hw.hls.autofold`, a

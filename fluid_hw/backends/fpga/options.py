@@ -23,7 +23,16 @@ from ...hls.folding import FoldingBudget
 from ...passes import QuantConfig
 from .steps import BuildError
 
-__all__ = ["FoldingPolicy", "CompileOptions", "FOLDING_MODES"]
+__all__ = ["FoldingPolicy", "CompileOptions", "FOLDING_MODES", "OPTIMIZE_MODES"]
+
+#: what the build is made for (``--optimize``)
+OPTIMIZE_MODES = {
+    "throughput": "the smallest initiation interval (the MVAUs double-buffer whole input "
+                  "vectors, requantisers shared where results come seldom)",
+    "latency": "the shortest time from the first input beat to the last output beat: "
+               "the MVAUs start on partial input, requantisers unshared, automatic folding "
+               "prefers wide SIMD (hls.autofold)",
+}
 
 #: how the folding is chosen
 FOLDING_MODES = {
@@ -97,8 +106,12 @@ class CompileOptions:
     folding: FoldingPolicy = field(default_factory=FoldingPolicy)
     quant: QuantConfig | None = None
     name: str = "fluid_accel"
+    #: :data:`OPTIMIZE_MODES`
+    optimize: str = "throughput"
 
     def __post_init__(self) -> None:
+        if self.optimize not in OPTIMIZE_MODES:
+            raise unknown_name("optimize mode", self.optimize, OPTIMIZE_MODES)
         if self.weights not in ("const", "runtime"):
             raise BuildError(f"weights must be 'const' or 'runtime', not {self.weights!r}")
         if self.clock_mhz is not None and not self.clock_mhz > 0:
@@ -113,16 +126,20 @@ class CompileOptions:
                     clock_mhz: float | None = None, quant_config: QuantConfig | None = None,
                     auto_fold: bool | None = None, target_fps: float | None = None,
                     fraction: float = DEFAULT_FRACTION, name: str = "fluid_accel",
-                    lut_multipliers: bool = False) -> CompileOptions:
+                    lut_multipliers: bool = False, optimize: str = "throughput"
+                    ) -> CompileOptions:
         """The options of the older keyword arguments of ``compile_model``."""
         policy = FoldingPolicy.from_auto_fold(auto_fold, overrides=dict(folding or {}),
                                               budget=budget, ii_target=ii_target,
                                               target_fps=target_fps, fraction=fraction,
                                               lut_multipliers=lut_multipliers)
-        return cls(target, weights, clock_mhz, policy, quant_config, name)
+        return cls(target, weights, clock_mhz, policy, quant_config, name, optimize)
 
     def as_report(self) -> dict[str, Any]:
         """``report.json``'s ``options``."""
-        return {"target": self.target, "weights": self.weights, "clock_mhz": self.clock_mhz,
-                "folding": self.folding.as_report(), "name": self.name,
-                "quant": None if self.quant is None else asdict(self.quant)}
+        out = {"target": self.target, "weights": self.weights, "clock_mhz": self.clock_mhz,
+               "folding": self.folding.as_report(), "name": self.name,
+               "quant": None if self.quant is None else asdict(self.quant)}
+        if self.optimize != "throughput":  # latency mode (throughput builds: no key)
+            out["optimize"] = self.optimize
+        return out

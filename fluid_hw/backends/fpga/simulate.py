@@ -90,7 +90,8 @@ def load_build(build_dir: str | os.PathLike[str]) -> Build:
     folding = {k: (v["pe"], v["simd"]) for k, v in report.get("folding", {}).items()}
     lut = (report.get("autofold") or {}).get("lut_mults") or {}  # LUT multipliers
     low = lower(program, scope, folding=folding, weights=report.get("weights", "const"),
-                feed_names=feeds, fetch_names=[v.name for v in fetch_vars], lut_mults=lut)
+                feed_names=feeds, fetch_names=[v.name for v in fetch_vars], lut_mults=lut,
+                stream_input=(report.get("options") or {}).get("optimize") == "latency")
     if lowering_hash(low) != report.get("lowering_hash"):
         raise BuildError(f"{d}: model/ does not lower to the stages this build was compiled "
                          "with (edited, or compiled by another version); recompile")

@@ -165,6 +165,8 @@ def requant_units_of(s: Any, unit: str = "matrix") -> tuple[int, int]:
     once every ``sf`` cycles; :func:`~..lane_costs.requant_lanes` of the RTL ``unit``
     family, none shared in a threshold or bias-only pipe) and the entries of each one's
     parameter memory."""
+    if getattr(s, "stream_input", False):  # latency mode: the requantiser unshared
+        return s.pe, requant_param_depth(s.pe, s.pe, s.nf)
     lanes = requant_lanes(s.pe, s.sf, unit, s.requantize and s.thresholds is None)
     return lanes, requant_param_depth(s.pe, lanes, s.nf)
 
@@ -181,7 +183,8 @@ def matrix_memories(s: Any) -> list[tuple[int, int, str]]:
         out.append((depth, PARAM_ENTRY_BITS, const))         # bias, multiplier, shift
     out.append((2 << ceil_log2(s.sf), 8 * s.simd, "ram"))  # input double buffer
     depth = credit_depth(mvau_latency(s.simd, s.requantize, pe=s.pe, sf=s.sf,
-                                      thresholds=s.thresholds is not None), s.sf)
+                                      thresholds=s.thresholds is not None,
+                                      stream_input=getattr(s, "stream_input", False)), s.sf)
     out.append((fifo_storage(depth), s.out_bits * s.pe, "ram"))  # output queue
     return out
 

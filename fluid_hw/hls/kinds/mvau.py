@@ -17,7 +17,7 @@ from fluid_hw.rtl.mvau import mvau_latency
 
 from ..partition import LoweringError, main_output
 from ..stage_info import Cursor, LoweredStage, Values, layer_name
-from ..stages import MVAUStage, mvau_times
+from ..stages import MVAUStage, mvau_times, queue_latency
 from ._base import StageKind
 from ._matrix import (
     check_weights,
@@ -66,15 +66,32 @@ def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode
                      weight_bits=int(st.layout.get("weight_bits", 8)), **arrays)
 
 
+def _lat(s: Any) -> int:
+    return mvau_latency(s.simd, s.requantize, pe=s.pe, sf=s.sf,
+                        thresholds=s.thresholds is not None,
+                        stream_input=getattr(s, "stream_input", False))
+
+
+def _times(s: Any, t_in: np.ndarray) -> np.ndarray:
+    """Output element times; in latency mode (``stream_input``) synapse fold ``j`` of the
+    first neuron fold issues once beat ``j`` is in (``c_j = max(t_j + 1, c_{j-1} + 1)``),
+    the other folds follow back to back, as with a whole vector issued from ``c_0``."""
+    if not getattr(s, "stream_input", False):
+        return mvau_times(float(t_in.max()), s.mh, s.pe, s.sf, _lat(s))
+    beats = np.asarray(t_in, np.float64).reshape(s.sf, s.simd).max(axis=1)
+    c = -1e18
+    for t in beats:
+        c = max(t + 1, c + 1)
+    nf = np.arange(s.mh) // s.pe
+    return c + nf * s.sf + _lat(s) + queue_latency()
+
+
 KIND = StageKind(
     name="mvau", spec=MVAUStage, report_op="quantized_fc",
     matches=lambda program, op: op.type == "quantized_fc",
     lower=_lower, make_spec=_make_spec,
     cycles=lambda s, lanes: s.nf * s.sf,
-    times=lambda s, lanes, t_in: mvau_times(
-        float(t_in.max()), s.mh, s.pe, s.sf,
-        mvau_latency(s.simd, s.requantize, pe=s.pe, sf=s.sf,
-                     thresholds=s.thresholds is not None)),
+    times=lambda s, lanes, t_in: _times(s, t_in),
     resources=lambda s, lanes: matrix_resources(s),
     memories=lambda s, lanes: matrix_memories(s),
     lut=lambda s, lanes, cal: matrix_lut(s, cal),
