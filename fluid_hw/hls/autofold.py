@@ -554,11 +554,13 @@ def _prefer_latency(units: Sequence[FoldUnit], opts: dict[str, _Option],
                                                         dict[str, int]]:
     """From the balanced (smallest-II) folding, a greedy descent on the timing model's
     latency (first input to last output, the sum over the stages): each step tries, for
-    every layer not fixed, its foldings one II level faster and those of the same II
-    with wider SIMD (a wider SIMD shortens the fold that follows the input stream; with
-    SIMD = MW and PE = MH a layer adds only its pipeline depth), keeps the one that
-    lowers the latency most and still fits the whole device budget, and stops when
-    none does.  A changed layer's products are all DSPs.  Updates ``opts``."""
+    every layer not fixed, each of its foldings at least as fast as its current one,
+    keeps the one that lowers the latency most and still fits the whole device budget,
+    and stops when none does.  (In latency mode a layer's first neuron fold follows its
+    input stream, then its other ``NF - 1`` folds take ``SF`` cycles each: the descent
+    moves the multipliers to the layers whose ``(NF - 1) * SF`` is longest, toward a
+    PE that matches the next layer's SIMD.)  A changed layer's products are all DSPs.
+    Updates ``opts``."""
     def latency(f: Mapping[str, tuple[int, int]], lm: Mapping[str, int]) -> int | None:
         res, est = whole(f, lm, timing=True)
         return None if _over(res, limits) else int(est.latency_cycles)
@@ -571,10 +573,8 @@ def _prefer_latency(units: Sequence[FoldUnit], opts: dict[str, _Option],
             if u.name in fixed:
                 continue
             cur = opts[u.name]
-            faster = [o.ii for o in u.options if o.ii < cur.ii]
-            nxt = max(faster, default=None)
             for o in u.options:
-                if not (o.ii == nxt or (o.ii == cur.ii and o.simd > cur.simd)):
+                if o.ii > cur.ii or (o.pe, o.simd) == (cur.pe, cur.simd):
                     continue
                 f = {**folding, u.name: (o.pe, o.simd)}
                 lm = {k: v for k, v in lut.items() if k != u.name}
