@@ -53,8 +53,9 @@ GATES = {"lstm": 4, "gru": 3}
 #: cycles from the matrix engine's last issue to its last accumulator written (read
 #: data, operand register, two product registers, the lane sum)
 ENGINE_DRAIN = 4
-#: cycles of a sum requantiser: products, aligned terms, rounded and clamped result
-SRQ_LATENCY = 3
+#: cycles of a sum requantiser: products (two registers), aligned terms, sum with the
+#: rounding term, the shift, the clamp
+SRQ_LATENCY = 6
 #: cycles of a registered product (two registers, as a MULT18X18D with its own)
 PRODUCT_LATENCY = 2
 
@@ -216,8 +217,7 @@ class RecurrentUnit(Component):
         after the latest operand."""
         s = max([t[0][1] for t in terms] +
                 [x[1] for t in terms for x in t[1:] if isinstance(x, tuple)])
-        const_n = all(isinstance(t[2], int) for t in terms)
-        # stage 1: term products p * m, the shift n = max n_j, each term's dn
+        # s + 1, s + 2: each term's product p * m, registered twice (HARDWARE.md)
         prods = []
         for j, (p, mult, _) in enumerate(terms):
             pv = pp.at(p, s).as_signed()
@@ -225,40 +225,47 @@ class RecurrentUnit(Component):
                 e: Value = pv * Const(mult, unsigned(16))
             else:
                 e = pv * pp.at(mult, s).as_unsigned()
-            prods.append(pp.reg(signed(len(pv) + 17), e, s, f"{tag}_t{j}"))
-        if const_n:
+            q1 = pp.reg(signed(len(pv) + 17), e, s, f"{tag}_t{j}")
+            prods.append(pp.reg(signed(len(pv) + 17), q1[0], s + 1, f"{tag}_u{j}"))
+        # s + 3: each term aligned to the largest shift n (constant shifts: wiring)
+        if all(isinstance(t[2], int) for t in terms):
             n_c = max(int(t[2]) for t in terms)
-            aligned = [Value.cast(pv[0]).as_signed() << (n_c - int(t[2]))
-                       for pv, t in zip(prods, terms)]
-            sums = aligned[0]
-            for a in aligned[1:]:
-                sums = sums + a
-            width = max(len(a) for a in aligned) + len(aligned)
-            summed, _ = pp.reg(signed(width), sums, s + 1, f"{tag}_s")
-            rnd = (1 << (n_c - 1)) if n_c else 0
-            r = (summed + rnd) >> n_c
+            aligned = [pp.reg(signed(len(q[0]) + n_c - int(t[2])),
+                              q[0].as_signed() << (n_c - int(t[2])), s + 2, f"{tag}_a{j}")
+                       for j, (q, t) in enumerate(zip(prods, terms))]
+            n_at: Any = None
         else:
             ns = [pp.at(t[2], s) if isinstance(t[2], tuple) else Const(int(t[2]), 6)
                   for t in terms]
             nmax: Value = ns[0]
             for x in ns[1:]:
                 nmax = Mux(x > nmax, x, nmax)
-            nreg, _ = pp.reg(6, nmax, s, f"{tag}_n")
+            nreg = pp.reg(6, nmax, s, f"{tag}_n")
             dnw = _bits(max_dn)
             aligned = []
-            for j, (pv, nj) in enumerate(zip(prods, ns)):
-                dn, _ = pp.reg(dnw, (nmax - nj)[0:dnw], s, f"{tag}_dn{j}")
-                aligned.append(pv[0].as_signed() << dn)
-            sums = aligned[0]
-            for a in aligned[1:]:
-                sums = sums + a
-            width = max(len(a) for a in aligned) + len(aligned)
-            summed, _ = pp.reg(signed(width), sums, s + 1, f"{tag}_s")
-            n2, _ = pp.reg(6, nreg, s + 1, f"{tag}_n2")
-            rnd = Mux(n2 == 0, 0, (Const(1, 64) << n2) >> 1)
-            r = (summed + rnd) >> n2
+            for j, (q, nj) in enumerate(zip(prods, ns)):
+                dn = pp.reg(dnw, (nmax - nj)[0:dnw], s, f"{tag}_dn{j}")
+                sh = q[0].as_signed() << pp.at(dn, s + 2)
+                aligned.append(pp.reg(signed(len(sh)), sh, s + 2, f"{tag}_a{j}"))
+            n_at = nreg
+        # s + 4: the sum and the rounding term 2^(n-1); s + 5: >> n; s + 6: the clamp
+        sums: Value = aligned[0][0]
+        for a in aligned[1:]:
+            sums = sums + a[0]
+        width = max(len(a[0]) for a in aligned) + len(aligned) + 1
+        if n_at is None:
+            rnd: Value | int = (1 << (n_c - 1)) if n_c else 0
+            total = pp.reg(signed(width), sums + rnd, s + 3, f"{tag}_s")
+            r = pp.reg(signed(width), total[0] >> n_c, s + 4, f"{tag}_q")
+        else:
+            n3 = pp.at(n_at, s + 3)
+            rnd = Mux(n3 == 0, 0, (Const(1, 64) << n3) >> 1)
+            total = pp.reg(signed(width), sums + rnd, s + 3, f"{tag}_s")
+            r = pp.reg(signed(width), total[0] >> pp.at(n_at, s + 4), s + 4, f"{tag}_q")
         out_w = _bits(max(-lo, hi)) + 1
-        return pp.reg(signed(out_w), Mux(r > hi, hi, Mux(r < lo, lo, r)), s + 2, f"{tag}_r")
+        rv = r[0]
+        return pp.reg(signed(out_w), Mux(rv > hi, hi, Mux(rv < lo, lo, rv)), s + 5,
+                      f"{tag}_r")
 
     def _table(self, m: Module, pp: _Pipe, row: int, z: tuple[Value, int], tag: str
                ) -> tuple[Value, int]:
