@@ -23,34 +23,36 @@ from fluid_hw.frontend import models
 # Yosys (synth_ecp5 / synth_ice40 -dsp) on each design synthesised alone:
 # (DP16KD | SB_RAM40_4K, MULT18X18D | SB_MAC16).  Their 1-channel convolutions at SIMD 3
 # take the wide window generator (rtl.swg_wide): one SB_RAM40_4K more each on iCE40
-# (its column queue), re-measured; ECP5's block RAMs unchanged
+# (its column queue), re-measured; ECP5's block RAMs unchanged.  The PE-4 / 4-lane designs
+# re-measured (both families) after their PE lanes came to share requantisers (2d49763):
+# fewer multipliers
 YOSYS_COUNTS = {
     "conv_8_pe1": {"ecp5": (0, 5), "ice40": (4, 5)},
-    "conv_8_pe4": {"ecp5": (0, 20), "ice40": (6, 20)},
+    "conv_8_pe4": {"ecp5": (0, 16), "ice40": (6, 16)},
     "conv_64_pe1": {"ecp5": (1, 5), "ice40": (6, 5)},
-    "conv_64_pe4": {"ecp5": (0, 20), "ice40": (6, 20)},
+    "conv_64_pe4": {"ecp5": (0, 16), "ice40": (6, 16)},
     "conv_128_pe1": {"ecp5": (3, 5), "ice40": (11, 5)},
     "conv_dw_8_pe1": {"ecp5": (1, 8), "ice40": (5, 8)},
-    "conv_dw_8_pe4": {"ecp5": (1, 32), "ice40": (8, 32)},
+    "conv_dw_8_pe4": {"ecp5": (1, 22), "ice40": (8, 22)},
     "conv_dw_8_pe1_runtime": {"ecp5": (1, 8), "ice40": (10, 8)},
-    "conv_dw_8_pe4_runtime": {"ecp5": (1, 32), "ice40": (16, 32)},
+    "conv_dw_8_pe4_runtime": {"ecp5": (1, 22), "ice40": (16, 22)},
     "conv_dw_64_pe1": {"ecp5": (3, 8), "ice40": (12, 8)},
-    "conv_dw_64_5x5s2_pe4": {"ecp5": (6, 32), "ice40": (18, 32)},
+    "conv_dw_64_5x5s2_pe4": {"ecp5": (6, 22), "ice40": (18, 22)},
     "conv_avgpool_8_l1": {"ecp5": (1, 7), "ice40": (6, 7)},
-    "conv_avgpool_8_l4": {"ecp5": (1, 28), "ice40": (10, 28)},
+    "conv_avgpool_8_l4": {"ecp5": (1, 24), "ice40": (10, 24)},
     # global pools: the line buffer holds the image's last rows and the next image's
     # first window rows (rtl.swg.line_rows)
     "conv_gap_8_l1": {"ecp5": (1, 7), "ice40": (7, 7)},
-    "conv_gap_8_l4": {"ecp5": (1, 28), "ice40": (10, 28)},
+    "conv_gap_8_l4": {"ecp5": (1, 24), "ice40": (10, 24)},
     "conv_gap_128_l1": {"ecp5": (11, 7), "ice40": (44, 7)},
     "conv_table_8_l1": {"ecp5": (0, 5), "ice40": (4, 5)},
-    "conv_table_8_l4": {"ecp5": (0, 20), "ice40": (6, 20)},
+    "conv_table_8_l4": {"ecp5": (0, 16), "ice40": (6, 16)},
     # runtime parameters: a table RAM per lane (a block on both families), the pool's
     # one requantisation entry in registers
     "conv_avgpool_8_l1_runtime": {"ecp5": (1, 7), "ice40": (6, 7)},
-    "conv_avgpool_8_l4_runtime": {"ecp5": (1, 28), "ice40": (10, 28)},
+    "conv_avgpool_8_l4_runtime": {"ecp5": (1, 24), "ice40": (10, 24)},
     "conv_table_8_l1_runtime": {"ecp5": (1, 5), "ice40": (5, 5)},
-    "conv_table_8_l4_runtime": {"ecp5": (4, 20), "ice40": (10, 20)},
+    "conv_table_8_l4_runtime": {"ecp5": (4, 16), "ice40": (10, 16)},
 }
 
 
