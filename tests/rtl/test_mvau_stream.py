@@ -10,7 +10,7 @@ from fluid_hw.rtl._util import pack_lanes
 from fluid_hw.rtl.mvau import MVAU, mvau_model
 from fluid_hw.rtl.spec import MVAUSpec
 
-from .streams import run_full_rate, simulate_streams
+from .streams import run_full_rate
 from .test_requant_mvau import _mvau_case, _run_mvau
 
 # (mw, mh, pe, simd): NF > 1 and SF > 1, NF = 1, SF = 1, PE = SIMD = 1
@@ -29,7 +29,7 @@ def test_stream_input_bit_exact_under_stalls(mw, mh, pe, simd, p_valid):
     np.testing.assert_array_equal(got, mvau_model(x, w, bias, m, n, relu=True))
 
 
-def test_stream_input_runtime_thresholds_free():
+def test_stream_input_int32_outputs():
     """int32 outputs (no requantiser) in latency mode."""
     rng = np.random.default_rng(5)
     w, bias, _, _ = _mvau_case(rng, 8, 4, requant=False)
@@ -49,7 +49,7 @@ def _out_cycles(stream: bool, mw: int, mh: int, pe: int, simd: int
                stream_input=stream)
     x = rng.integers(-128, 128, (1, mw))
     beats = [pack_lanes(x[0, i:i + simd], 8) for i in range(0, mw, simd)]
-    taken, outs, vals = run_full_rate(dut, [(dut.i, beats)], dut.nf)
+    taken, outs, _ = run_full_rate(dut, [(dut.i, beats)], dut.nf)
     spec = MVAUSpec("fc", mw, mh, pe=pe, simd=simd, weights=w, bias=bias, multiplier=m,
                     shift=n, stream_input=stream)
     t_in = np.repeat(np.asarray(taken, np.float64), simd)
