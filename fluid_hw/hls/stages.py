@@ -198,23 +198,26 @@ def product_resources(pe: int, simd: int, lut_mults: int = 0, weight_bits: int =
 
 
 def mvau_resources(mw: int, mh: int, pe: int, simd: int, requantize: bool, const: bool,
-                   lut_mults: int = 0, weight_bits: int = 8, thresholds: bool = False
-                   ) -> Resources:
+                   lut_mults: int = 0, weight_bits: int = 8, thresholds: bool = False,
+                   stream_input: bool = False) -> Resources:
     """An MVAU's resources (ECP5): its products (:func:`product_resources`), per PE its
     adder tree and weight memory, and the requantiser lanes (:func:`.lane_costs.
     requant_lanes`: shared across PE lanes where the RTL shares them), two multipliers
-    each (a threshold lane: none) and a parameter memory each."""
+    each (a threshold lane: none) and a parameter memory each; ``stream_input`` (latency
+    mode): one requantiser lane a PE."""
     sf, nf = mw // simd, mh // pe
     wbits = weight_bits * simd
     tree_bits = sum(17 + lvl for lvl in range(ceil_log2(simd)) for _ in range(simd >> lvl))
     per_pe = Resources(lut=tree_bits + 32, ff=16 * simd + 32 * simd + tree_bits + 32)
     total = Resources(lut=120, ff=60 + 6 * mvau_latency(simd, requantize, pe=pe, sf=sf,
-                                                        thresholds=thresholds))
+                                                        thresholds=thresholds,
+                                                        stream_input=stream_input))
     for _ in range(pe):
         total = total + per_pe + memory_resources(nf * sf, wbits, const=const)
         if not requantize:
             total = total + BIAS_ONLY_LANE
-    lanes = requant_lanes(pe, sf, multipliers=requantize and not thresholds)
+    lanes = pe if stream_input else \
+        requant_lanes(pe, sf, multipliers=requantize and not thresholds)
     depth = requant_param_depth(pe, lanes, nf)
     lane = REQUANT_LANE if requantize and not thresholds else \
         Resources(lut=REQUANT_LANE.lut, ff=REQUANT_LANE.ff) if requantize else Resources()

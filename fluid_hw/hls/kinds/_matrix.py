@@ -206,7 +206,7 @@ def matrix_resources(s: Any) -> Resources:
     spec's multiplier kinds (``lut_mults``, ``weight_bits``) and threshold mode."""
     return mvau_resources(s.mw, s.mh, s.pe, s.simd, s.requantize, not s.runtime,
                           getattr(s, "lut_mults", 0), getattr(s, "weight_bits", 8),
-                          s.thresholds is not None)
+                          s.thresholds is not None, getattr(s, "stream_input", False))
 
 
 def lane_memories(s: Any, weight_depth: int) -> list[tuple[int, int, str]]:
