@@ -302,6 +302,11 @@ class RecurrentUnit(Component):
             [(0, 2 * per_gate), (2 * per_gate, per_gate)]
         grp, f = Signal(range(g * per_gate + 1)), Signal(range(sf + 1))
         issue = Signal()
+        # the weight address (column group x sf + f) as a counter: the GRU's candidate
+        # phase starts where the update / reset phase ended
+        waddr = Signal(range(g * per_gate * sf + 1))
+        with m.If(issue):
+            m.d.sync += waddr.eq(waddr + 1)
         base = Signal(range(g * per_gate + 1))
         m.d.comb += base.eq(phases[1][0] if len(phases) > 1 else 0)
         col_grp = Signal(range(g * per_gate + 1))
@@ -354,7 +359,7 @@ class RecurrentUnit(Component):
                          attrs={"rom_style": "block"} if big else {})
             m.submodules[f"w{p}"] = rom
             rp = rom.read_port(domain="sync")
-            m.d.comb += rp.addr.eq(col_grp * sf + f)
+            m.d.comb += rp.addr.eq(waddr)
             prods = []
             for s in range(simd):
                 pr, _ = self._product(m, eng, (rp.data.word_select(s, 8).as_signed(), 1),
@@ -384,13 +389,14 @@ class RecurrentUnit(Component):
 
         # ---------------- element-wise unit
         dcnt = Signal(range(d + 1))
+        dword, dlane = Signal(range(per_gate + 1)), Signal(range(pe))  # d // pe, d % pe
         elem = Signal()
         ep = _Pipe(m, "el")
         for k in range(g):
             for p in range(pe):
-                m.d.comb += [accx_r[k][p].addr.eq(dcnt // pe), acch_r[k][p].addr.eq(dcnt // pe)]
+                m.d.comb += [accx_r[k][p].addr.eq(dword), acch_r[k][p].addr.eq(dword)]
         d1, _ = ep.reg(range(d + 1), dcnt, 0, "d")
-        psel = (d1 % pe, 1) if pe > 1 else (Const(0, 1), 1)
+        psel = ep.reg(range(pe), dlane, 0, "dl")
 
         def acc_of(k: int, kind: str) -> tuple[Value, int]:
             ports = accx_r[k] if kind == "x" else acch_r[k]
@@ -539,7 +545,7 @@ class RecurrentUnit(Component):
                 with m.If(self.i.valid):
                     m.d.sync += [x_reg.eq(self.i.payload[:8 * ind]),
                                  last_reg.eq(self.i.payload[8 * ind]),
-                                 phase.eq(0), grp.eq(0), f.eq(0)]
+                                 phase.eq(0), grp.eq(0), f.eq(0), waddr.eq(0)]
                     m.next = "ENG"
             with m.State("ENG"):
                 m.d.comb += issue.eq(1)
@@ -553,11 +559,15 @@ class RecurrentUnit(Component):
             with m.State("DRAIN"):
                 m.d.sync += wait.eq(wait - 1)
                 with m.If(wait == 0):
-                    m.d.sync += dcnt.eq(0)
+                    m.d.sync += [dcnt.eq(0), dword.eq(0), dlane.eq(0)]
                     m.next = "ELEM"
             with m.State("ELEM"):
                 m.d.comb += elem.eq(1)
                 m.d.sync += dcnt.eq(dcnt + 1)
+                with m.If(dlane == pe - 1):
+                    m.d.sync += [dlane.eq(0), dword.eq(dword + 1)]
+                with m.Else():
+                    m.d.sync += dlane.eq(dlane + 1)
                 with m.If(dcnt == d - 1):
                     lat_now = lat_phase[-1] if len(lat_phase) == 1 else \
                         Mux(phase, lat_phase[1], lat_phase[0])
