@@ -56,6 +56,7 @@ from ..ir.ops.fake_quant import FAKE_QUANT_OPS
 from ..ir.program import Block, Operator, Program, VarType
 from ..ir.registry import op_has_category
 from .precision import Precision
+from .quantize_rnn import RECURRENT_OPS
 
 __all__ = ["LAYER_OPS", "QATConfig", "QATLayer", "QATProgram", "layer_name", "quant_aware"]
 
@@ -137,11 +138,16 @@ def grid_passthrough(op: Operator) -> bool:
     return op_has_category(op.type, "layout") and len(op.input("X")) == 1
 
 
-def _grid_source(block: Block, x: str, outputs: set[str]) -> str | None:
-    """The layer output whose grid ``x`` is on (through grid passthrough ops), or None."""
+def _grid_source(block: Block, x: str, outputs: set[str],
+                 rows: frozenset[str] | set[str] = frozenset()) -> str | None:
+    """The layer output whose grid ``x`` is on (through grid passthrough ops, and a
+    sequence's last / first / max row of a value in ``rows``), or None."""
     producer = {n: op for op in block.ops for n in op.output_arg_names}
     while x not in outputs:
         op = producer.get(x)
+        if op is not None and op.type == "sequence_pool" and op.input("X")[0] in rows and \
+                str(op.attr("pooltype")).upper() in ("LAST", "FIRST", "MAX"):
+            return str(op.input("X")[0])
         if op is None or not grid_passthrough(op):
             return None
         x = op.input("X")[0]
@@ -274,6 +280,59 @@ class _Inserter:
         return out
 
 
+def _recurrences(block: Block, chains: list[_Chain]) -> list[tuple[int, int]]:
+    """(chain, op index) of each ``lstm`` / ``gru`` whose input is a layer chain's output
+    (its input projection, no relu, read by nothing else): the integer cell's shape
+    (passes.quantize_rnn)."""
+    by_out = {c.out: k for k, c in enumerate(chains)}
+    out = []
+    for i, op in enumerate(block.ops):
+        if op.type not in RECURRENT_OPS:
+            continue
+        x = op.input("Input")[0]
+        k = by_out.get(x)
+        if k is None or chains[k].relu is not None or chains[k].bn or \
+                chains[k].op.type != "mul" or _consumers(block, x) != [i]:
+            raise QuantizationError(
+                f"quant_aware: {op.type} (-> {op.output('Hidden')[0]}) must read its input "
+                "projection's output alone (an fc without activation or batch norm, as "
+                f"layers.fc(x, size) then layers.{RECURRENT_OPS[op.type]} build): the integer "
+                "cell takes the projection's int32 accumulator (docs/qat.md, 'Recurrent "
+                "layers')")
+        out.append((k, i))
+    return out
+
+
+def _table(block: Block, x: str) -> Operator | None:
+    """The ``lookup_table`` (an embedding with a persistable table) producing ``x``: its
+    rows are on the table's grid, so the table is quantised (abs max, 8 bits) instead of
+    its output -- a moving-average quantiser on the rows would lag behind the growing
+    table and clip (and stop the gradient of) the largest rows in training."""
+    op = next((o for o in block.ops if x in o.output_arg_names), None)
+    if op is None or op.type != "lookup_table" or not _persistable(block, op.input("W")[0]):
+        return None
+    return op
+
+
+def _recurrence_quant(block: Block, ins: _Inserter, op: Operator) -> QATLayer:
+    """The fake quantisers of one recurrence (docs/qat.md, 'Recurrent layers'): its
+    hidden-to-hidden weight per column at 8 bits, its output hidden sequence at 8 bits
+    signed (what later ops read), and an observer of the lstm's cell at 16 bits (its
+    scale is the integer cell state's range; nothing reads its output)."""
+    at = next(i for i, o in enumerate(block.ops) if o is op)
+    hidden = op.output("Hidden")[0]
+    q = ins.act_quant(at + 1, hidden, hidden, 8, "signed")
+    _rename_reads(block, hidden, q, at + 2)
+    if op.type == "lstm" and op.output("Cell"):
+        ins.act_quant(at + 1, op.output("Cell")[0], op.output("Cell")[0], 16, "signed")
+    w = op.input("Weight")[0]
+    p = Precision(8, 8, "signed", "signed", True)
+    wq = ins.weight_quant(at, w, p, 1)
+    op._rename_input(w, wq)
+    return QATLayer(op.output("Hidden")[0], op.type, p, w, "signed", False, q,
+                    f"{hidden}.scale")
+
+
 def _rename_reads(block: Block, old: str, new: str, start: int) -> None:
     for op in block.ops[start:]:
         if old in op.input_arg_names:
@@ -312,14 +371,23 @@ def quant_aware(program: Program, startup_program: Program,
         raise QuantizationError(f"quant_aware: no layer named {unknown} (overrides / skip); the "
                                 f"program's layers are {names}")
     outputs = {c.out for c in chains}
+    # recurrences (lstm / gru) whose input is a projection chain's output
+    recs = _recurrences(block, chains)
+    proj = {k for k, _ in recs}
     precs = [cfg.layer_precision(layer_name(c.w), k, len(chains)) for k, c in enumerate(chains)]
+    for k in proj:  # the integer cell's projection: int8 per column, int32 out
+        precs[k] = Precision(8, 8, "signed", "signed", True)
+    hiddens = {block.ops[r].output("Hidden")[0] for _, r in recs}
+    outputs |= hiddens
     kinds = [_act_kind(p, c.relu is not None) for p, c in zip(precs, chains)]
     # each layer's input grid: (scale variable, bits, kind)
     by_out = {c.out: k for k, c in enumerate(chains)}
-    sources = [_grid_source(block, c.x, outputs) for c in chains]
-    in_grids = [(f"{src}.scale", precs[by_out[src]].a, kinds[by_out[src]]) if src is not None
+    sources = [_grid_source(block, c.x, outputs, hiddens) for c in chains]
+    in_grids = [(f"{src}.scale", 8, "signed") if src in hiddens else
+                (f"{src}.scale", precs[by_out[src]].a, kinds[by_out[src]]) if src is not None
                 else (f"{c.x}.scale", cfg.input_bits, "signed")
                 for c, src in zip(chains, sources)]
+    rec_ops = [block.ops[r] for _, r in recs]
     ins = _Inserter(program, startup_program, cfg)
     layers: list[QATLayer] = []
     # last layer first, and within a layer the last insertion first: the indices of
@@ -327,7 +395,9 @@ def quant_aware(program: Program, startup_program: Program,
     for k in range(len(chains) - 1, -1, -1):
         c, p, kind = chains[k], precs[k], kinds[k]
         name = layer_name(c.w)
-        if kind == "bipolar" and c.relu is not None:
+        if k in proj:  # no output quantiser: the cell takes the int32 accumulator
+            q = c.out
+        elif kind == "bipolar" and c.relu is not None:
             relu = block.ops[c.relu]
             src = relu.input("X")[0]
             block._remove_op(c.relu)
@@ -339,16 +409,25 @@ def quant_aware(program: Program, startup_program: Program,
         wq = ins.weight_quant(c.index, c.w, p, LAYER_OPS[c.op.type][3])
         op = block.ops[c.index + 1]
         op._rename_input(c.w, wq)
-        if sources[k] is None:
+        table = _table(block, c.x) if k in proj else None
+        if sources[k] is None and table is not None:  # the embedding's table, not its rows
+            t = next(i for i, o in enumerate(block.ops) if o is table)
+            tw = table.input("W")[0]
+            table._rename_input(tw, ins.weight_quant(t, tw, Precision(8, 8, per_channel=False),
+                                                     0))
+        elif sources[k] is None:
             xq = ins.act_quant(c.index, c.x, c.x, cfg.input_bits, "signed")
             block.ops[c.index + 2]._rename_input(c.x, xq)
         layers.append(QATLayer(name, c.op.type, p, c.w, kind,
-                               c.relu is not None and kind != "bipolar", q, f"{c.out}.scale"))
+                               c.relu is not None and kind != "bipolar", q,
+                               "" if k in proj else f"{c.out}.scale"))
     layers.reverse()
+    for rop in rec_ops:
+        layers.append(_recurrence_quant(block, ins, rop))
     # the biases last: their quantisers read scales that exist only now
     for k, c in enumerate(chains):
-        if c.bias is None or c.bn:  # a batch norm's shift is rounded when freezing
-            continue
+        if c.bias is None or c.bn or k in proj:  # a batch norm's shift is rounded when
+            continue  # freezing; a projection's bias joins the cell's gate bias there
         at = next(i for i, op in enumerate(block.ops)
                   if op.type == "elementwise_add" and op.input("Y") == [c.bias])
         bq = ins.bias_quant(at, c.bias, c.w, in_grids[k], (precs[k].w, precs[k].w_type),

@@ -47,17 +47,20 @@ from ..ir.ops.quant import WEIGHT_DTYPE, quantized_dtype
 from ..ir.program import Operator, Program, Variable, VarType
 from ..ir.verifier import verify_program
 from ._graph import OpSpec, add_param, fresh_name, rebuild_block, remove_unused_vars
-from .base import ParamStore, PassContext, get_value
-from .manager import PassManager
+from .base import ParamStore, PassContext, get_pass, get_value
+from .manager import PassManager, fixpoint
 from .precision import acc_bits, weight_range
 from .qat import ACT_QUANT, LAYER_OPS, grid_passthrough
 from .quantize import (
     _CONV_ATTR_NAMES,
     _POOL_ATTR_NAMES,
+    QuantConfig,
+    _Quantizer,
     output_quantiser,
     requant_params,
     round_half_even,
 )
+from .quantize_rnn import RECURRENT_OPS
 
 __all__ = ["freeze"]
 
@@ -369,6 +372,61 @@ class _Freezer:
         return self.p
 
 
+def _freeze_recurrent(program: Program, scope: ParamStore, ctx: PassContext,
+                      targets: list[str]) -> Program:
+    """A program with ``lstm`` / ``gru`` recurrences (docs/qat.md, 'Recurrent layers'):
+    the post-training pass's rewrite (``passes.quantize``, its recurrent cells from
+    ``passes.quantize_rnn``) on the program without its fake quantisers, with each
+    observed value's range the QAT moving scale instead of a calibration run.  The
+    weights are the trained floats: the pass quantises them per column to 8 bits, the
+    integers the 8-bit weight quantisers computed.  The gate tables' input ranges were not
+    observed: each table spans its function's saturation range."""
+    p = program.clone()
+    block = p.global_block()
+    ranges: dict[str, float] = {}
+    for op in list(block.ops):
+        if op.type == ACT_QUANT:
+            bits, kind = op.attr("bit_length"), op.attr("kind")
+            cell = any(op.input("X")[0] in o.output("Cell") for o in block.ops
+                       if o.type == "lstm")
+            if kind != "signed" or bits != (16 if cell else 8):
+                raise QuantizationError(
+                    f"freeze: {op.input('X')[0]!r} is quantised to {bits} bits {kind}; a "
+                    "program with recurrent layers freezes through the post-training pass, "
+                    "whose activations are 8-bit signed: use QATConfig(precision=Precision())")
+            scale = float(np.asarray(get_value(scope, op.input("InScale")[0])).reshape(-1)[0]) \
+                if get_value(scope, op.input("InScale")[0]) is not None else 0.0
+            if not scale > 0:
+                raise QuantizationError(f"freeze: the scale of {op.input('X')[0]!r} is "
+                                        f"{scale}; train the program (the scales are observed "
+                                        "in training mode) before freezing")
+            ranges[op.input("X")[0]] = scale
+        elif op.type in WEIGHT_QUANT and (op.attr("bit_length"), op.attr("kind")) != \
+                (8, "signed"):
+            raise QuantizationError(
+                f"freeze: weight {op.input('X')[0]!r} is quantised to {op.attr('bit_length')} "
+                f"bits {op.attr('kind')}; a program with recurrent layers freezes through the "
+                "post-training pass, whose weights are 8-bit signed")
+        if op.type == WEIGHT_QUANT[0]:  # an embedding's table: its rows' range
+            table = np.asarray(get_value(scope, op.input("X")[0]), np.float64)
+            for o in block.ops:
+                if o.type == "lookup_table" and o.input("W") == op.output("Out"):
+                    ranges[o.output("Out")[0]] = float(np.max(np.abs(table)))
+        if op.type in (ACT_QUANT, BIAS_QUANT, *WEIGHT_QUANT):
+            x, out = op.input("X")[0], op.output("Out")[0]
+            for o in block.ops:
+                if out in o.input_arg_names:
+                    o._rename_input(out, x)
+            block._remove_op(next(i for i, o in enumerate(block.ops) if o is op))
+    steps: list[Any] = ["prune", fixpoint("remove_identity", "reshape_transpose_cancel",
+                                          "dead_code_elimination"),
+                        "conv_bn_fuse", "fc_bn_fuse", get_pass("fc_fuse", activations=("relu",)),
+                        get_pass("conv_elementwise_add_act_fuse", activations=("relu",)),
+                        "dead_code_elimination"]  # passes.quantize's, with fusion
+    fp = PassManager(steps).run(p, ctx)
+    return _Quantizer(fp.clone(), QuantConfig(), scope, ranges, targets).run()
+
+
 def freeze(program: Program, scope: ParamStore, *, feed_names: Sequence[str | Variable],
            fetch_names: Sequence[str | Variable], thresholds: bool = False) -> Program:
     """The integer inference program of a quantisation-aware-trained ``program`` (its
@@ -383,8 +441,11 @@ def freeze(program: Program, scope: ParamStore, *, feed_names: Sequence[str | Va
     if not targets:
         raise QuantizationError("freeze needs the program's outputs: fetch_names=[...]")
     ctx = PassContext(scope=scope, feed_names=feeds, fetch_names=targets)
-    pruned = PassManager(["prune"]).run(program, ctx)
-    out = _Freezer(pruned, scope, targets, thresholds).run()
+    if any(op.type in RECURRENT_OPS for op in program.global_block().ops):
+        out = _freeze_recurrent(program, scope, ctx, targets)
+    else:
+        pruned = PassManager(["prune"]).run(program, ctx)
+        out = _Freezer(pruned, scope, targets, thresholds).run()
     try:
         verify_program(out)
     except FluidError as e:  # a bug here, not in the caller's program
