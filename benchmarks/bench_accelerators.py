@@ -177,6 +177,7 @@ class BenchOptions:
     inputs: int = 32          # simulated inputs of the random-data models
     placer: str | None = None
     pnr_timeout_s: float | None = None
+    lut_multipliers: bool = False  # automatic folding may add LUT multipliers
 
 
 # ---- provenance -----------------------------------------------------------------------------
@@ -239,10 +240,18 @@ def _prepare(bm: BenchModel, d: Path, n_inputs: int
     return model_dir, calib, sim, labels, how, int(models.macs(m.test_program))
 
 
-def _compile_options(bm: BenchModel, fraction: float) -> tuple[CompileOptions, str]:
-    """The compile options (automatic folding for the board within ``fraction``); the
-    latency mode where this version of the compiler has one."""
+def _compile_options(bm: BenchModel, fraction: float, lut_multipliers: bool = False
+                     ) -> tuple[CompileOptions, str]:
+    """The compile options (automatic folding for the board within ``fraction``, with LUT
+    multipliers when asked); the latency mode where this version of the compiler has
+    one."""
     kw: dict[str, Any] = {}
+    fold: dict[str, Any] = {}
+    if lut_multipliers:
+        if "lut_multipliers" not in {f.name for f in dataclasses.fields(FoldingPolicy)}:
+            raise RuntimeError("--lut-multipliers: this compiler's automatic folding has no "
+                               "LUT multipliers")
+        fold["lut_multipliers"] = True
     mode = "throughput"
     if bm.optimize != "throughput":
         names = {f.name for f in dataclasses.fields(CompileOptions)}
@@ -250,7 +259,8 @@ def _compile_options(bm: BenchModel, fraction: float) -> tuple[CompileOptions, s
             kw["optimize"] = mode = bm.optimize
         else:
             mode = f"throughput (no {bm.optimize} mode in this compiler)"
-    opts = CompileOptions(target=BOARD, folding=FoldingPolicy("device-fit", fraction=fraction),
+    opts = CompileOptions(target=BOARD, folding=FoldingPolicy("device-fit", fraction=fraction,
+                                                              **fold),
                           quant=bm.quant, **kw)
     return opts, mode
 
@@ -377,8 +387,9 @@ def run_model(name: str, options: BenchOptions) -> dict[str, Any]:
     say(f"{name}: building the model ({bm.data} data)")
     model_dir, calib, sim, labels, how, macs = _prepare(bm, d, options.inputs)
     entry["how"] = how
-    opts, mode = _compile_options(bm, options.fraction)
+    opts, mode = _compile_options(bm, options.fraction, options.lut_multipliers)
     entry["optimize"] = mode
+    entry["lut_multipliers"] = options.lut_multipliers
     say(f"{name}: {macs:,} MACs; compiling for {BOARD} (automatic folding, "
         f"{round(100 * options.fraction)} % budget, {bm.precision}, optimise {mode})")
     build = d / "build"
@@ -520,6 +531,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "the target clock (assumed, marked so) and estimated resources")
     ap.add_argument("--inputs", type=int, default=32, help="simulated inputs of the "
                     "random-data models (default 32)")
+    ap.add_argument("--lut-multipliers", action="store_true", help="automatic folding may "
+                    "build products beyond the DSPs as LUT multipliers")
     ap.add_argument("--placer", help="nextpnr placer (default: the board's)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")
     ap.add_argument("--table", action="store_true", help="only print the table of "
@@ -531,7 +544,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(table({k: results[k] for k in names if k in results}))
         return 0
     opts = BenchOptions(out=args.out, fraction=args.fraction, bitstream=not args.no_bitstream,
-                        inputs=args.inputs, placer=args.placer)
+                        inputs=args.inputs, placer=args.placer,
+                        lut_multipliers=args.lut_multipliers)
     results = run(names, opts)
     print()
     print(table({k: results[k] for k in names if k in results}))
