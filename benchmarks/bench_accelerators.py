@@ -465,8 +465,10 @@ def table(results: Mapping[str, Mapping[str, Any]]) -> str:
         eff = r.get("efficiency")
         dirty = " +mod" if r.get("modified_sources") else ""
         rows.append([
-            f"{name} ({r.get('precision')})", "trained" if "trained" in r.get("how", "")
-            else "random", f"{r['macs_per_inference']:,}", fmax, _si(r.get("bound_per_s")),
+            f"{name} ({r.get('precision')}" + (", LUT mults" if r.get("lut_multipliers") else "")
+            + (", latency mode" if r.get("optimize") == "latency" else "") + ")",
+            "trained" if "trained" in r.get("how", "") else "random",
+            f"{r['macs_per_inference']:,}", fmax, _si(r.get("bound_per_s")),
             f"{r['initiation_interval']:g}" if r.get("initiation_interval") else "-",
             _si(r.get("throughput_per_s")),
             f"{r['latency_us']:.2f}" if r.get("latency_us") is not None else "-",
