@@ -39,6 +39,14 @@ a bipolar activation *replaces* the relu before it (``sign`` of a relu's output 
 always +1; the quantiser reads the relu's input, as a binarised network's sign
 activation does).
 
+An ``lstm`` / ``gru`` (``dynamic_lstm`` / ``dynamic_gru``) reading its input
+projection's output (an fc without activation) gets what the integer cell quantises
+(docs/qat.md, "Recurrent layers"): the projection's input (an embedding's table when
+the projection reads an embedding) and weights (per column, 8 bits) but no output
+quantiser (the cell takes the int32 accumulator), the hidden-to-hidden weight per
+column at 8 bits, the hidden sequence at 8 bits and, for the lstm, a 16-bit observer of
+the cell; the last / first / max step of the hidden sequence keeps its grid.
+
 The moving scales are persistable state (``<var>.scale``, ``.accum``, ``.state``,
 initialised to 0.001, 0, 0 by the startup program, so the first training step's
 scale is that batch's max|x|), updated in training and read in test mode
