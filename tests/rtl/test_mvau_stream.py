@@ -67,3 +67,23 @@ def test_stream_input_starts_on_partial_input_and_model_is_exact(mw, mh, pe, sim
     # fold 0 no longer waits for the whole vector: SF - 1 cycles earlier (and the
     # requantiser's sharing steps)
     assert o_st[0] - t_st[-1] <= o_tp[0] - t_tp[-1] - (sf - 1)
+
+
+def test_stream_input_runtime_weights():
+    """Runtime weights and requantisation parameters (one requantiser lane a PE)."""
+    from fluid_hw.rtl.mvau import mvau_weight_entries
+    from fluid_hw.rtl.requant import requant_entries
+
+    from .streams import write_params
+
+    rng = np.random.default_rng(11)
+    mw, mh, pe, simd = 8, 6, 3, 4
+    w, bias, m, n = _mvau_case(rng, mw, mh)
+    dut = MVAU("fc", mw, mh, pe, simd, runtime=True, relu=True, stream_input=True)
+    words = mvau_weight_entries(w, pe, simd)
+    params = requant_entries("fc", mh, bias, m, n)
+    load = write_params(dut.wr, [(p, words[p]) for p in range(pe)]
+                        + [(pe + p, params[p::pe]) for p in range(pe)])
+    x = rng.integers(-128, 128, (4, mw))
+    got = _run_mvau(dut, x, seed=2, prologue=load)
+    np.testing.assert_array_equal(got, mvau_model(x, w, bias, m, n, relu=True))
