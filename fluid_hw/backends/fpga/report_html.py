@@ -121,6 +121,10 @@ def _summary(r: Mapping[str, Any]) -> str:
         cards.append(_card(f"throughput {at}", f"{_num(thr)} /s"))
     if lat is not None:
         cards.append(_card(f"latency {at}", f"{_num(lat, '{:.2f}')} µs"))
+    if meas.get("sequences_per_s") is not None:  # a sequence design, this run's lengths
+        cards.append(_card(f"sequences/s at {_num(meas.get('clock_mhz'), '{:.1f}')} MHz "
+                           f"(mean length {_num(meas.get('mean_steps_per_sequence'), '{:.1f}')})",
+                           f"{_num(meas['sequences_per_s'])} /s"))
     if "bit_exact" in r:
         ok = bool(r["bit_exact"])
         cards.append(_card(f"bit-exact ({_num(r.get('inputs'))} inputs)",
@@ -294,6 +298,11 @@ def _measured(r: Mapping[str, Any]) -> str:
         e, m = est.get(k), meas.get(k)
         err = None if e is None or not m else 100 * (e - m) / m
         rows.append([_e(k.replace("_", " ")), _num(e), _num(m), _num(err, "{:+.1f} %")])
+    if meas.get("cycles_per_step") is not None:  # a sequence design (docs/recurrent.md)
+        e, m = meas.get("estimated_cycles_per_step"), meas["cycles_per_step"]
+        err = None if e is None or not m else 100 * (e - m) / m
+        rows.append(["cycles per time step", _num(e), _num(m, "{:.2f}"),
+                     _num(err, "{:+.1f} %")])
     out = _table(["", "estimate", "measured", "error"], rows)
     if not meas:
         out += _missing("measurements", "fluid-hw simulate BUILD_DIR")

@@ -295,6 +295,13 @@ def _step_measure(st: SimulateState) -> str:
                 f"{at_fmax['throughput_per_s']:.0f} inferences/s")
         if at_fmax["throughput_vs_multiplier_bound"] is not None:
             msg += f", {100 * at_fmax['throughput_vs_multiplier_bound']:.0f} % of the bound"
+    if st.steps:
+        ps = st.keys["measured"]
+        msg += (f"; {ps['cycles_per_step']:.2f} cycles per step (estimated "
+                f"{ps['estimated_cycles_per_step']}), {ps['sequences_per_s']:.0f} sequences/s "
+                f"at {ps['clock_mhz']:g} MHz"
+                + (" (the bitstream's Fmax)" if b.report.get("fmax_mhz") else "")
+                + f" for this length mix (mean {ps['mean_steps_per_sequence']:.1f} steps)")
     return msg
 
 
