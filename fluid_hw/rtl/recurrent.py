@@ -53,9 +53,9 @@ GATES = {"lstm": 4, "gru": 3}
 #: cycles from the matrix engine's last issue to its last accumulator written (read
 #: data, operand register, two product registers, the lane sum)
 ENGINE_DRAIN = 4
-#: cycles of a sum requantiser: products (two registers), aligned terms, sum with the
-#: rounding term, the shift, the clamp
-SRQ_LATENCY = 6
+#: cycles of a sum requantiser: operands, products (two registers), aligned terms, sum
+#: with the rounding term, the shift, the clamp
+SRQ_LATENCY = 7
 #: cycles of a registered product (two registers, as a MULT18X18D with its own)
 PRODUCT_LATENCY = 2
 
@@ -217,16 +217,18 @@ class RecurrentUnit(Component):
         after the latest operand."""
         s = max([t[0][1] for t in terms] +
                 [x[1] for t in terms for x in t[1:] if isinstance(x, tuple)])
-        # s + 1, s + 2: each term's product p * m, registered twice (HARDWARE.md)
+        # s + 1: the operands registered; s + 2, s + 3: each term's product p * m,
+        # registered twice (HARDWARE.md: a register on each multiplier input, two after)
         prods = []
         for j, (p, mult, _) in enumerate(terms):
-            pv = pp.at(p, s).as_signed()
+            pv = pp.at(p, s + 1).as_signed()
             if isinstance(mult, int):
                 e: Value = pv * Const(mult, unsigned(16))
             else:
-                e = pv * pp.at(mult, s).as_unsigned()
-            q1 = pp.reg(signed(len(pv) + 17), e, s, f"{tag}_t{j}")
-            prods.append(pp.reg(signed(len(pv) + 17), q1[0], s + 1, f"{tag}_u{j}"))
+                e = pv * pp.at(mult, s + 1).as_unsigned()
+            q1 = pp.reg(signed(len(pv) + 17), e, s + 1, f"{tag}_t{j}")
+            prods.append(pp.reg(signed(len(pv) + 17), q1[0], s + 2, f"{tag}_u{j}"))
+        s += 1
         # s + 3: each term aligned to the largest shift n (constant shifts: wiring)
         if all(isinstance(t[2], int) for t in terms):
             n_c = max(int(t[2]) for t in terms)
