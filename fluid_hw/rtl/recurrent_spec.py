@@ -35,20 +35,86 @@ def _wrap32(a: np.ndarray) -> np.ndarray:
     return a.astype(np.int32).astype(np.int64)
 
 
+#: a gate output of 1.0 (tables output at scale 1/127)
+GATE_ONE = 127
+
+
+def srq(terms: list[tuple[Any, Any, Any]], lo: int, hi: int) -> np.ndarray:
+    """The stage's sum requantiser as the hardware computes it: each term ``p * m``
+    aligned by ``2^(n - n_j)`` (``n`` the largest shift), summed, ``+ 2^(n-1)`` (none for
+    ``n = 0``), arithmetic ``>> n``, clamped to ``[lo, hi]``; in Python ints (exact at
+    any width)."""
+    ts = [(np.asarray(p).astype(object), np.asarray(m).astype(object),
+           np.asarray(k).astype(object)) for p, m, k in terms]
+    n = ts[0][2]
+    for _, _, k in ts[1:]:
+        n = np.maximum(n, k)
+    acc: Any = 0
+    for p, m, k in ts:
+        acc = acc + p * m * (np.ones_like(n) << (n - k))
+    half = np.where(n > 0, np.ones_like(n) << np.maximum(n - 1, 0), 0)
+    return np.clip((acc + half) >> n, lo, hi).astype(np.int64)
+
+
+def _table(tables: np.ndarray, row: int, z: np.ndarray) -> np.ndarray:
+    """Gate table ``row`` read at the int8 address ``z`` (entry ``z + 128``)."""
+    return np.asarray(tables[row], np.int64)[np.asarray(z, np.int64) + 128]
+
+
+def _lstm_step(a: dict[str, Any], xr: np.ndarray, h: np.ndarray, c: np.ndarray,
+               wh: np.ndarray, gm: np.ndarray, gs: np.ndarray, tables: np.ndarray,
+               peep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One LSTM step (gates candidate, input, forget, output; peepholes ``peep``)."""
+    d = wh.shape[0]
+    acc = h @ wh
+
+    def gate(k: int, pp: Any) -> np.ndarray:
+        cols = slice(k * d, (k + 1) * d)
+        z = srq([(xr[:, cols], gm[0, cols], gs[0, cols]),
+                 (acc[:, cols], gm[1, cols], gs[1, cols]),
+                 (pp, gm[2, cols], gs[2, cols])], -128, 127)
+        return _table(tables, k, z)
+
+    g, i, f = gate(0, 0), gate(1, c * peep[0]), gate(2, c * peep[1])
+    mc, nc = list(a["cell_multipliers"]), list(a["cell_shifts"])
+    cn = srq([(f * c, mc[0], nc[0]), (i * g, mc[1], nc[1])], -32768, 32767)
+    o = gate(3, cn * peep[2])
+    u = srq([(cn, a["cell_tanh_multiplier"], a["cell_tanh_shift"])], -128, 127)
+    hn = srq([(o * _table(tables, 4, u), a["hidden_multiplier"], a["hidden_shift"])],
+             -128, 127)
+    return hn, cn
+
+
+def _gru_step(a: dict[str, Any], xr: np.ndarray, h: np.ndarray, wh: np.ndarray,
+              gm: np.ndarray, gs: np.ndarray, tables: np.ndarray) -> np.ndarray:
+    """One GRU step (gates update, reset, candidate; ``origin_mode`` as Fluid's)."""
+    d = wh.shape[0]
+    ur, cc = slice(0, 2 * d), slice(2 * d, 3 * d)
+    z = srq([(xr[:, ur], gm[0, ur], gs[0, ur]), (h @ wh[:, ur], gm[1, ur], gs[1, ur])],
+            -128, 127)
+    u, r = _table(tables, 0, z[:, :d]), _table(tables, 1, z[:, d:])
+    rh = srq([(r * h, a["reset_multiplier"], a["reset_shift"])], -128, 127)
+    zc = srq([(xr[:, cc], gm[0, cc], gs[0, cc]), (rh @ wh[:, cc], gm[1, cc], gs[1, cc])],
+             -128, 127)
+    cand = _table(tables, 2, zc)
+    gc, gh = (GATE_ONE - u, u) if a["origin_mode"] else (u, GATE_ONE - u)
+    mh, nh = list(a["hidden_multipliers"]), list(a["hidden_shifts"])
+    return srq([(gc * cand, mh[0], nh[0]), (gh * h, mh[1], nh[1])], -128, 127)
+
+
 def recurrent_model(cell: str, p: RecurrentParams, xs: list[np.ndarray]
                     ) -> list[np.ndarray]:
     """Each sequence's int8 hidden states ``[T, D]`` from its int8 inputs ``[T, in_dim]``:
-    the projection (int32 wrap-around, as ``quantized_fc``) then the golden kernel's
-    steps from a zero state."""
-    from ..backends.cpu.kernels.quant_rnn import _cell, _gru_step, _hidden, _table, srq
-
+    the projection (int32 wrap-around, as ``quantized_fc``) then the cell's steps from
+    a zero state, as docs/fixed_point.md ("Recurrent cells") states them.  Written
+    apart from the golden kernels (``backends.cpu.kernels.quant_rnn``), which the tests
+    compare it with."""
     i64 = np.int64
     wx, wh = np.asarray(p.wx, i64), np.asarray(p.wh, i64)
     bias = np.asarray(p.bias, i64)
     gm, gs = np.asarray(p.gm, i64), np.asarray(p.gs, i64)
     tables = np.asarray(p.tables)
     d = wh.shape[0]
-    a = p.attrs
     peep = np.asarray(p.peephole, i64) if p.peephole is not None else np.zeros((3, d), i64)
     outs = []
     for x in xs:
@@ -59,24 +125,9 @@ def recurrent_model(cell: str, p: RecurrentParams, xs: list[np.ndarray]
         for t in range(len(x)):
             xr = proj[t:t + 1]
             if cell == "gru":
-                h = _gru_step(a, xr, h, wh, gm, gs, tables)
+                h = _gru_step(p.attrs, xr, h, wh, gm, gs, tables)
             else:
-                acc = h @ wh
-
-                def gate(k: int, pp: Any, xr: np.ndarray = xr, acc: np.ndarray = acc
-                         ) -> np.ndarray:
-                    cols = slice(k * d, (k + 1) * d)
-                    z = srq([(xr[:, cols], gm[0, cols], gs[0, cols]),
-                             (acc[:, cols], gm[1, cols], gs[1, cols]),
-                             (pp, gm[2, cols], gs[2, cols])], -128, 127)
-                    return _table(tables, k, z)
-
-                g = gate(0, 0)
-                i = gate(1, c * peep[0])
-                f = gate(2, c * peep[1])
-                cn = _cell(a, f, c, i, g)
-                h = _hidden(a, tables, 4, gate(3, cn * peep[2]), cn)
-                c = cn
+                h, c = _lstm_step(p.attrs, xr, h, c, wh, gm, gs, tables, peep)
             hid[t] = h[0]
         outs.append(hid)
     return outs

@@ -45,6 +45,17 @@ CASES = [  # cell, in_dim, hidden, pe, simd, mode
 LENGTHS = [1, 50, 1, 2, 3, 5, 8, 13, 1, 21, 4, 2, 7, 1, 30, 6]
 
 
+@pytest.mark.parametrize("cell,in_dim,hidden,pe,simd,mode", CASES)
+def test_recurrent_spec_model_equals_the_golden_kernels(cell, in_dim, hidden, pe, simd, mode):
+    """The stage's own behavioural model (rtl.recurrent_spec, written apart from the
+    golden kernels) against the CPU executor running the quantised program."""
+    spec, (qprog, scope, exe) = _spec(cell, in_dim, hidden, pe, simd, mode)
+    seqs = sequences(np.random.default_rng(11), len(LENGTHS), in_dim, LENGTHS)
+    xq, hid = golden(qprog, scope, exe, seqs)
+    want = hid if mode == "sequence" else hid[np.cumsum(LENGTHS) - 1]
+    np.testing.assert_array_equal(spec.model(xq, LENGTHS), want)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("cell,in_dim,hidden,pe,simd,mode", CASES)
 def test_recurrent_stage_bit_exact_under_stalls(cell, in_dim, hidden, pe, simd, mode):
