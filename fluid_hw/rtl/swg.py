@@ -35,6 +35,7 @@ from ._util import Component, HardwareConfigError, ceil_log2
 from .stream import CreditQueue
 
 __all__ = ["WindowGeometry", "SlidingWindow", "swg_model", "line_rows", "line_depth",
+           "ring_add", "row_release",
            "ROW_OVERHEAD", "ROW_READY_DELAY", "QUEUE_DEPTH"]
 
 #: Idle cycles of the reader between two output rows (release, then the row check).
@@ -136,6 +137,34 @@ def swg_model(image_hwc: np.ndarray, geom: WindowGeometry, lanes: int = 1,
     return np.stack(rows)
 
 
+def ring_add(slot: Value, k: int, ring: int) -> Value:
+    """``(slot + k) mod ring`` for a slot below ``ring`` and a constant ``k`` (the line
+    buffer's ring of row slots)."""
+    k %= ring
+    if not k:
+        return slot
+    return Mux(slot >= ring - k, slot - (ring - k), slot + k)
+
+
+def row_release(m: Module, iy_base: Value, oy: Value, out_h: int, height: int, ring: int,
+                stride: int) -> tuple[Signal, Signal, Signal]:
+    """The line buffer's release figures after output row ``oy`` (first input row
+    ``iy_base``), registered: ``last_row`` (the image's last output row), ``rel_need``
+    (rows that must be present before releasing) and ``n_rel`` (rows released, from
+    ``head = max(iy_base, 0)``, the first row still held)."""
+    last_row = Signal()
+    rel_need = Signal(range(height + 1))
+    n_rel = Signal(range(ring + 1))
+    head = Mux(iy_base > 0, iy_base, 0)
+    lo_next = Mux(iy_base + stride > 0, iy_base + stride, 0)
+    m.d.sync += [
+        last_row.eq(oy == out_h - 1),
+        rel_need.eq(Mux(oy == out_h - 1, height, lo_next)),
+        n_rel.eq(Mux(oy == out_h - 1, height - head, lo_next - head)),
+    ]
+    return last_row, rel_need, n_rel
+
+
 class SlidingWindow(Component):
     """Sliding-window generator; see the module docstring.  ``i`` and ``o`` carry
     ``lanes`` int8 elements per beat."""
@@ -229,12 +258,8 @@ class SlidingWindow(Component):
         release = Signal(range(R + 1))
         m.d.sync += filled.eq(filled + row_done - release)
 
-        def slot_add(slot: Signal, k: int) -> object:
-            """``(slot + k) mod R`` for a slot below ``R`` and a constant ``k``."""
-            k %= R
-            if not k:
-                return slot
-            return Mux(slot >= R - k, slot - (R - k), slot + k)
+        def slot_add(slot: Value, k: int) -> Value:
+            return ring_add(slot, k, R)
 
         # rows of the current image present (written, not released): head + filled,
         # where head = max(iy_base, 0) is the first row still held
@@ -242,16 +267,7 @@ class SlidingWindow(Component):
         # rows the current output row needs, and the release's figures, from the
         # registered iy_base (stable for at least two cycles before they are used)
         need = Signal(signed(cbits + 1), init=-pt + ekh)
-        last_row = Signal()
-        rel_need = Signal(range(H + 1))
-        n_rel = Signal(range(R + 1))
-        head = Mux(iy_base > 0, iy_base, 0)
-        lo_next = Mux(iy_base + sh > 0, iy_base + sh, 0)
-        m.d.sync += [
-            last_row.eq(oy == OH - 1),
-            rel_need.eq(Mux(oy == OH - 1, H, lo_next)),
-            n_rel.eq(Mux(oy == OH - 1, H - head, lo_next - head)),
-        ]
+        last_row, rel_need, n_rel = row_release(m, iy_base, oy, OH, H, R, sh)
 
         inside = Signal()
         m.d.comb += [

@@ -41,7 +41,7 @@ from amaranth.lib.wiring import In, Out
 
 from ._util import Component, HardwareConfigError, ceil_log2
 from .stream import CreditQueue, credit_depth
-from .swg import ROW_OVERHEAD, ROW_READY_DELAY, WindowGeometry, line_rows
+from .swg import ROW_OVERHEAD, ROW_READY_DELAY, WindowGeometry, line_rows, ring_add, row_release
 
 __all__ = ["WideWindow", "use_wide_window", "wide_window_cycles", "wide_row_reads",
            "WIDE_QUEUE_DEPTH", "WIDE_LOAD_LATENCY", "WIDE_READ_LATENCY"]
@@ -191,24 +191,11 @@ class WideWindow(Component):
             m.d.sync += row_in[ky].eq((iy >= 0) & (iy < H))
 
         def slot_add(slot: Value, k: int) -> Value:
-            """``(slot + k) mod R`` for a slot below ``R`` and a constant ``k``."""
-            k %= R
-            if not k:
-                return slot
-            return Mux(slot >= R - k, slot - (R - k), slot + k)
+            return ring_add(slot, k, R)
 
         avail = Signal(range(H + R + 2))
         need = Signal(signed(cbits + 1), init=-pt + ekh)
-        last_row = Signal()
-        rel_need = Signal(range(H + 1))
-        n_rel = Signal(range(R + 1))
-        head = Mux(iy_base > 0, iy_base, 0)
-        lo_next = Mux(iy_base + sh > 0, iy_base + sh, 0)
-        m.d.sync += [
-            last_row.eq(oy == OH - 1),
-            rel_need.eq(Mux(oy == OH - 1, H, lo_next)),
-            n_rel.eq(Mux(oy == OH - 1, H - head, lo_next - head)),
-        ]
+        last_row, rel_need, n_rel = row_release(m, iy_base, oy, OH, H, R, sh)
         issue = Signal()
         next_image = Signal()
         m.d.comb += rp.addr.eq(rx)
