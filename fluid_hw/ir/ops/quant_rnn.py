@@ -1,6 +1,8 @@
 """Fixed-point recurrent cells: ``quantized_lstm`` and ``quantized_gru``, the golden
 model of ``dynamic_lstm`` / ``dynamic_gru`` (Fluid's ``lstm`` / ``gru`` ops) that FPGA
-hardware must match bit for bit, and their one-step forms ``quantized_lstm_unit`` /
+hardware must match bit for bit, ``quantized_rnn`` (a plain ``fc`` + activation
+recurrence, from the float ``simple_rnn`` the quantiser makes of a DynamicRNN / StaticRNN
+loop), and the one-step forms ``quantized_lstm_unit`` /
 ``quantized_gru_unit`` (Fluid's ``lstm_unit`` / ``gru_unit``).  docs/fixed_point.md,
 "Recurrent cells", is the contract; this docstring states the same arithmetic.
 
@@ -65,6 +67,16 @@ peepholes; ``forget_bias`` folded into that fc's bias)::
     C = SRQ([(f * C_prev, ..), (i * g, ..)]; -32768, 32767)       (as quantized_lstm)
     H = SRQ([(o * Tables[4][SRQ([(C, cell_tanh_multiplier, cell_tanh_shift)]) + 128],
               hidden_multiplier, hidden_shift)]; -128, 127)
+
+``quantized_rnn`` (a plain recurrence ``h_t = act(x_t W_x + h_{t-1} U + b)``, the
+DynamicRNN / StaticRNN body ``fc([x, h_prev], act=tanh | sigmoid | relu)``)::
+
+    a[j]  = sum_e h[e] * Weight[e, j]
+    z[j]  = SRQ([(x[j], GM[0, j], GS[0, j]), (a[j], GM[1, j], GS[1, j])]; -128, 127)
+    h_new[j] = Tables[0][z[j] + 128]
+
+its one table maps the int8 pre-activation straight to the int8 hidden state (the
+activation's output at the hidden state's scale, not at ``1/127``).
 
 Input is the int32 accumulator of the input projection (``quantized_fc`` of the fc
 before the recurrence, with the recurrence's gate bias folded into its bias).
@@ -295,15 +307,80 @@ def _infer_quantized_gru_unit(ctx: InferContext) -> None:
     ctx.set_output("Hidden", h, VarType.INT8)
 
 
+#: activations of simple_rnn / quantized_rnn (a plain fc + activation recurrence)
+RNN_ACTIVATIONS = ("tanh", "sigmoid", "relu")
+
+
+@define_op(
+    "simple_rnn",
+    [Slot("Input", doc="float [T, D] (LoD): the projected input x W_x + b_x"),
+     Slot("H0", dispensable=True, doc="float [N, D]: each sequence's initial hidden state"),
+     Slot("Weight", doc="float [D, D]: hidden-to-hidden weights U"),
+     Slot("Bias", dispensable=True, doc="float [1, D]")],
+    [Slot("Hidden", doc="float [T, D], Input's LoD")],
+    [Attr("activation", "string", "tanh", allowed=RNN_ACTIVATIONS),
+     Attr("is_reverse", "bool", False)],
+    doc="A plain recurrence over each sequence of Input: h_t = act(Input_t + h_{t-1} U + "
+    "b), h starting at H0 (or 0).  The whole-sequence form of a DynamicRNN / StaticRNN "
+    "body fc([x, h_prev], act=...), made by the quantiser's loop rewrite "
+    "(passes/quantize_rnn_loop.py) so that calibration sees every time step; its "
+    "fixed-point form is quantized_rnn.",
+)
+def _infer_simple_rnn(ctx: InferContext) -> None:
+    x = ctx.input_var("Input")
+    ctx.check(x.lod_level > 0, f"Input {x.name!r} has lod_level 0; simple_rnn needs a LoD "
+              "tensor (a batch of sequences)")
+    w = ctx.input_shape("Weight")
+    ctx.check(len(w) == 2 and w[1] in (-1, w[0]), f"Weight must be [D, D], is {w}")
+    d = w[0]
+    xs = ctx.input_shape("Input")
+    ctx.check(len(xs) == 2 and (xs[1] == -1 or d == -1 or xs[1] == d),
+              f"Input must be [T, {d}], is {xs}")
+    if ctx.has_input("Bias"):
+        _shape(ctx, "Bias", [1, d])
+    if ctx.has_input("H0"):
+        _shape(ctx, "H0", [-1, d])
+    ctx.set_output("Hidden", [-1, d], x.dtype, lod_level=x.lod_level)
+
+
+@define_op(
+    "quantized_rnn",
+    [Slot("Input", doc="int32 [T, D] (LoD): the input projection's accumulator"),
+     Slot("H0", dispensable=True, doc="int8 [N, D]: each sequence's initial hidden state"),
+     Slot("Weight", doc="int8 [D, D]: hidden-to-hidden weights"),
+     Slot("GateMultiplier", doc="int32 [2, D]: the Input and hidden-product terms' "
+          "multipliers of each column's sum requantiser"),
+     Slot("GateShift", doc="int32 [2, D]: those terms' shifts"),
+     Slot("Tables", doc="int8 [1, 256]: the activation, from the pre-activation's int8 "
+          "to the hidden state's")],
+    [Slot("Hidden", doc="int8 [T, D], Input's LoD")],
+    [Attr("is_reverse", "bool", False),
+     Attr("activation", "string", "tanh", allowed=RNN_ACTIVATIONS,
+          doc="informational: the function Tables holds"),
+     *_INFO],
+    doc="A plain recurrence h_t = act(x_t W_x + h_{t-1} U + b) over each sequence of Input "
+    "in integers: int8 hidden state, int32 accumulators, one sum requantiser per unit and "
+    "a 256-entry table straight to the hidden state (see the module docstring and "
+    "docs/fixed_point.md, 'Recurrent cells').",
+)
+def _infer_quantized_rnn(ctx: InferContext) -> None:
+    d, lvl = _common(ctx, 1, 2)
+    _shape(ctx, "Tables", [1, 256])
+    ctx.set_output("Hidden", [-1, d], VarType.INT8, lod_level=lvl)
+
+
 def _declare() -> None:
-    from ..grad import no_grad
+    from ..grad import define_default_grad, no_grad
     from ..registry import mark_category
 
-    ops = ("quantized_lstm", "quantized_gru", "quantized_lstm_unit", "quantized_gru_unit")
+    ops = ("quantized_lstm", "quantized_gru", "quantized_lstm_unit", "quantized_gru_unit",
+           "quantized_rnn")
     no_grad("integer", *ops)
     mark_category("quantised", *ops)
+    define_default_grad("simple_rnn", uses=("Input", "H0", "Weight", "Bias", "Hidden"),
+                        out_grads=("Hidden",))
 
 
 _declare()
 
-__all__ = ["GATE_ONE", "GRU_TABLES", "LSTM_TABLES", "LSTM_UNIT_TABLES"]
+__all__ = ["GATE_ONE", "GRU_TABLES", "LSTM_TABLES", "LSTM_UNIT_TABLES", "RNN_ACTIVATIONS"]

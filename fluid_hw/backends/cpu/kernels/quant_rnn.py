@@ -10,13 +10,16 @@ H0 / C0 (or zero).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 
 from ....ir.ops.quant import MULTIPLIER_MAX, SHIFT_MAX
 from ....ir.ops.quant_rnn import GATE_ONE
 from ..context import KernelContext
 from . import register_kernel
-from .sequence import _lod_of, _Steps
+from .sequence import _ACT, _DACT, _lod_of, _Steps
 
 I64 = np.int64
 
@@ -96,33 +99,55 @@ def _gru_step(a: dict, xr: np.ndarray, hp: np.ndarray, w: np.ndarray, gm: np.nda
     return srq([(gc * cand, mh[0], nh[0]), (gh * hp, mh[1], nh[1])], -128, 127)
 
 
-@register_kernel("quantized_lstm")
-def quantized_lstm(ctx: KernelContext) -> None:
+@dataclass
+class _CellInputs:
+    """What every whole-sequence cell kernel reads first: Input (int64) and its LoD, the
+    attributes, Weight (int64), the gate requantisers, the tables, the time-step layout
+    and the initial hidden state (int64, step order)."""
+
+    x: np.ndarray
+    lod: list
+    a: dict
+    w: np.ndarray
+    d: int
+    gm: np.ndarray
+    gs: np.ndarray
+    tables: np.ndarray
+    steps: _Steps
+    h: np.ndarray
+
+
+def _cell_inputs(ctx: KernelContext) -> _CellInputs:
     x, lod = _lod_of(ctx, "Input")
     a = ctx.attrs
     w = ctx.input("Weight").astype(I64)
     d = w.shape[0]
     gm, gs = _gate_params(ctx)
-    tables = ctx.input("Tables")
-    peep = ctx.input("Peephole").astype(I64) if a["use_peepholes"] else np.zeros((3, d), I64)
     steps = _Steps(lod, a["is_reverse"])
     h = steps.initial(ctx, "H0", d, np.dtype(np.int8)).astype(I64)
-    c = steps.initial(ctx, "C0", d, np.dtype(np.int16)).astype(I64)
-    hidden = np.empty((x.shape[0], d), np.int8)
-    cell = np.empty((x.shape[0], d), np.int16)
-    xs = x.astype(I64)
+    return _CellInputs(x.astype(I64), lod, a, w, d, gm, gs, ctx.input("Tables"), steps, h)
 
-    def gate(k: int, xr: np.ndarray, acc: np.ndarray, pp: np.ndarray | int) -> np.ndarray:
-        cols = slice(k * d, (k + 1) * d)
+
+@register_kernel("quantized_lstm")
+def quantized_lstm(ctx: KernelContext) -> None:
+    k = _cell_inputs(ctx)
+    a, d, gm, gs, tables, h = k.a, k.d, k.gm, k.gs, k.tables, k.h
+    peep = ctx.input("Peephole").astype(I64) if a["use_peepholes"] else np.zeros((3, d), I64)
+    c = k.steps.initial(ctx, "C0", d, np.dtype(np.int16)).astype(I64)
+    hidden = np.empty((k.x.shape[0], d), np.int8)
+    cell = np.empty((k.x.shape[0], d), np.int16)
+
+    def gate(g: int, xr: np.ndarray, acc: np.ndarray, pp: np.ndarray | int) -> np.ndarray:
+        cols = slice(g * d, (g + 1) * d)
         z = srq([(xr[:, cols], gm[0, cols], gs[0, cols]),
                  (acc[:, cols], gm[1, cols], gs[1, cols]),
                  (pp, gm[2, cols], gs[2, cols])], -128, 127)
-        return _table(tables, k, z)
+        return _table(tables, g, z)
 
-    for n, rows in zip(steps.n, steps.rows):
+    for n, rows in zip(k.steps.n, k.steps.rows):
         hp, cp = h[:n], c[:n]
-        xr = xs[rows]
-        acc = hp @ w
+        xr = k.x[rows]
+        acc = hp @ k.w
         g = gate(0, xr, acc, 0)
         i = gate(1, xr, acc, cp * peep[0])
         f = gate(2, xr, acc, cp * peep[1])
@@ -130,27 +155,54 @@ def quantized_lstm(ctx: KernelContext) -> None:
         hn = _hidden(a, tables, 4, gate(3, xr, acc, cn * peep[2]), cn)
         hidden[rows], cell[rows] = hn, cn
         h[:n], c[:n] = hn, cn
-    ctx.set_output("Hidden", hidden, lod=lod)
-    ctx.set_output("Cell", cell, lod=lod)
+    ctx.set_output("Hidden", hidden, lod=k.lod)
+    ctx.set_output("Cell", cell, lod=k.lod)
+
+
+def _run_steps(ctx: KernelContext, k: _CellInputs,
+               step: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> None:
+    """Hidden = ``step(x rows, previous h)`` at every time step, h carried per sequence."""
+    hidden = np.empty((k.x.shape[0], k.d), np.int8)
+    for n, rows in zip(k.steps.n, k.steps.rows):
+        hn = step(k.x[rows], k.h[:n])
+        hidden[rows] = hn
+        k.h[:n] = hn
+    ctx.set_output("Hidden", hidden, lod=k.lod)
 
 
 @register_kernel("quantized_gru")
 def quantized_gru(ctx: KernelContext) -> None:
+    k = _cell_inputs(ctx)
+    _run_steps(ctx, k, lambda xr, hp: _gru_step(k.a, xr, hp, k.w, k.gm, k.gs, k.tables))
+
+
+@register_kernel("quantized_rnn")
+def quantized_rnn(ctx: KernelContext) -> None:
+    k = _cell_inputs(ctx)
+
+    def step(xr: np.ndarray, hp: np.ndarray) -> np.ndarray:
+        z = srq([(xr, k.gm[0], k.gs[0]), (hp @ k.w, k.gm[1], k.gs[1])], -128, 127)
+        return _table(k.tables, 0, z)
+
+    _run_steps(ctx, k, step)
+
+
+@register_kernel("simple_rnn")
+def simple_rnn(ctx: KernelContext) -> None:
+    """The float plain recurrence ``h_t = act(Input_t + h_{t-1} Weight + Bias)``."""
     x, lod = _lod_of(ctx, "Input")
-    a = ctx.attrs
-    w = ctx.input("Weight").astype(I64)
+    w = ctx.input("Weight")
     d = w.shape[0]
-    gm, gs = _gate_params(ctx)
-    tables = ctx.input("Tables")
-    steps = _Steps(lod, a["is_reverse"])
-    h = steps.initial(ctx, "H0", d, np.dtype(np.int8)).astype(I64)
-    hidden = np.empty((x.shape[0], d), np.int8)
-    xs = x.astype(I64)
+    act = _ACT[ctx.attrs["activation"]]
+    steps = _Steps(lod, ctx.attrs["is_reverse"])
+    xb = x + (ctx.input("Bias").reshape(-1) if ctx.has_input("Bias") else x.dtype.type(0))
+    h = steps.initial(ctx, "H0", d, x.dtype)
+    hidden = np.empty((x.shape[0], d), x.dtype)
     for n, rows in zip(steps.n, steps.rows):
-        hn = _gru_step(a, xs[rows], h[:n], w, gm, gs, tables)
+        hn = act(xb[rows] + h[:n] @ w)
         hidden[rows] = hn
         h[:n] = hn
-    ctx.set_output("Hidden", hidden, lod=lod)
+    ctx.set_output("Hidden", hidden.astype(x.dtype, copy=False), lod=lod)
 
 
 @register_kernel("quantized_gru_unit")
@@ -175,3 +227,31 @@ def quantized_lstm_unit(ctx: KernelContext) -> None:
     cn = _cell(a, f, cp, i, g)
     ctx.set_output("C", cn.astype(np.int16))
     ctx.set_output("H", _hidden(a, tables, 4, o, cn).astype(np.int8))
+
+
+@register_kernel("simple_rnn_grad")
+def simple_rnn_grad(ctx: KernelContext) -> None:
+    """Back-propagation through time of ``simple_rnn``."""
+    x, lod = _lod_of(ctx, "Input")
+    w, hidden = ctx.input("Weight"), ctx.input("Hidden")
+    d = w.shape[0]
+    dact = _DACT[ctx.attrs["activation"]]
+    steps = _Steps(lod, ctx.attrs["is_reverse"])
+    h0 = steps.initial(ctx, "H0", d, x.dtype)
+    dhid = ctx.input("Hidden@GRAD")
+    dx, dw = np.zeros_like(x), np.zeros_like(w)
+    dh_next = np.zeros((steps.count, d), x.dtype)
+    for t in range(len(steps.n) - 1, -1, -1):
+        n, rows = steps.n[t], steps.rows[t]
+        hp = hidden[steps.rows[t - 1][:n]] if t else h0[:n]
+        dz = (dhid[rows] + dh_next[:n]) * dact(hidden[rows])
+        dx[rows] = dz
+        dw += hp.T @ dz
+        dh_next[:n] = dz @ w.T
+    ctx.set_output("Input@GRAD", dx)
+    ctx.set_output("Weight@GRAD", dw)
+    if ctx.has_output("Bias@GRAD"):
+        b = ctx.input("Bias")
+        ctx.set_output("Bias@GRAD", dx.sum(axis=0).reshape(b.shape).astype(x.dtype))
+    if ctx.has_output("H0@GRAD"):
+        ctx.set_output("H0@GRAD", dh_next[np.argsort(steps.order, kind="stable")])
