@@ -17,9 +17,11 @@ hidden product needs step t's whole ``h``):
   ``hidden / simd`` beats of the state (``h``; the GRU's candidate columns read ``r * h``
   instead), two accumulators per PE; weights in one ROM per PE (``(ncols / pe) * (in_dim
   + hidden) / simd`` words of ``8 * simd`` bits; block RAM from 4 kbit on, as
-  :func:`~._mem.param_memory`), products registered twice (a
-  ``MULT18X18D`` with ``ff_style="trellis"``), the sum of a PE's lanes registered;
-  the accumulators land in small memories per gate and PE;
+  :func:`~._mem.param_memory`), the operand (fold ``f`` of ``x_t`` and ``h``) from a
+  shift register loaded at each group's first fold, products registered twice (a
+  ``MULT18X18D`` with ``ff_style="trellis"``), the adder tree over a PE's lanes
+  registered at every level (:func:`engine_tree_levels`); the accumulators land in
+  small memories per gate and PE;
 * the element-wise unit, one hidden unit per cycle, fully pipelined: the gate sum
   requantisers (per term multiplier and shift, one rounding), the gate tables (256 x 8
   ROMs), the cell / hidden updates, writing the unit's new state;
@@ -44,15 +46,13 @@ from amaranth.lib.wiring import In, Out
 from ._dsp import dsp_product
 from ._mem import BLOCK_ROM_BITS
 from ._util import Component, HardwareConfigError
+from .mvau import adder_tree_depth
 
-__all__ = ["RecurrentUnit", "RecurrentParams", "recurrent_step_cycles", "ENGINE_DRAIN",
-           "elementwise_latency", "GATES"]
+__all__ = ["RecurrentUnit", "RecurrentParams", "recurrent_step_cycles", "engine_drain",
+           "engine_tree_levels", "elementwise_latency", "GATES"]
 
 #: gate columns per hidden unit
 GATES = {"lstm": 4, "gru": 3}
-#: cycles from the matrix engine's last issue to its last accumulator written (read
-#: data, operand register, two product registers, the lane sum)
-ENGINE_DRAIN = 4
 #: cycles of a sum requantiser: operands, products (two registers), aligned terms, sum
 #: with the rounding term, the shift, the clamp
 SRQ_LATENCY = 7
@@ -76,6 +76,19 @@ class RecurrentParams:
     tables: np.ndarray
     peephole: np.ndarray | None
     attrs: dict[str, Any]
+
+
+def engine_tree_levels(simd: int) -> int:
+    """Registered levels of a PE's adder tree over its ``simd`` lane products: one a
+    level (:func:`~.mvau.adder_tree_depth`), at least one (the PE's sum register)."""
+    return max(1, adder_tree_depth(simd))
+
+
+def engine_drain(simd: int) -> int:
+    """Cycles from the matrix engine's last issue to its last accumulator written: the
+    weight read and the operand register, two product registers, the adder tree's
+    levels (the last one the PE's sum)."""
+    return 3 + engine_tree_levels(simd)
 
 
 def elementwise_latency(cell: str, peepholes: bool, phase: int) -> int:
@@ -122,7 +135,7 @@ def recurrent_step_cycles(cell: str, in_dim: int, hidden: int, pe: int, simd: in
     else:
         phases = [(2 * hidden // pe, elementwise_latency("gru", False, 0)),
                   (hidden // pe, elementwise_latency("gru", False, 1))]
-    return 2 + sum(g * sf + ENGINE_DRAIN + hidden + lat for g, lat in phases)
+    return 2 + sum(g * sf + engine_drain(simd) + hidden + lat for g, lat in phases)
 
 
 def _wrap(v: int, bits: int) -> int:
@@ -315,16 +328,27 @@ class RecurrentUnit(Component):
         m.d.comb += col_grp.eq(Mux(phase, base, 0) + grp)
         hvec = Cat(*h) if rh is None else Mux(phase, Cat(*rh), Cat(*h))
         vall = Cat(x_reg, hvec)
-        # tags down the engine: valid, f, column group
-        v1, f1, g1 = Signal(), Signal.like(f), Signal.like(col_grp)
+        # the operand: fold f of (x_t, h) -- a shift register loaded at each group's
+        # first fold (no sf-way multiplexer on the path: sf is 37 for the GRU KWS)
         opnd = Signal(8 * simd)
-        m.d.sync += [v1.eq(issue), f1.eq(f), g1.eq(col_grp),
-                     opnd.eq(vall.word_select(f, 8 * simd))]
-        v2, f2, g2 = Signal(), Signal.like(f), Signal.like(col_grp)
-        v3, f3, g3 = Signal(), Signal.like(f), Signal.like(col_grp)
-        v4, f4, g4 = Signal(), Signal.like(f), Signal.like(col_grp)
-        m.d.sync += [v2.eq(v1), f2.eq(f1), g2.eq(g1), v3.eq(v2), f3.eq(f2), g3.eq(g2),
-                     v4.eq(v3), f4.eq(f3), g4.eq(g3)]
+        if sf > 1:
+            rest = Signal(8 * simd * (sf - 1))
+            with m.If(issue):
+                with m.If(f == 0):
+                    m.d.sync += [opnd.eq(vall[:8 * simd]), rest.eq(vall[8 * simd:])]
+                with m.Else():
+                    m.d.sync += [opnd.eq(rest[:8 * simd]), rest.eq(rest[8 * simd:])]
+        else:
+            m.d.sync += opnd.eq(vall)
+        # tags down the engine (valid, f, column group) to the stage after the tree
+        drain = engine_drain(simd)
+        vt, ft, gt = [issue], [f], [col_grp]
+        for k in range(1, drain + 1):
+            vt.append(Signal(name=f"eng_v{k}"))
+            ft.append(Signal.like(f, name=f"eng_f{k}"))
+            gt.append(Signal.like(col_grp, name=f"eng_g{k}"))
+            m.d.sync += [vt[k].eq(vt[k - 1]), ft[k].eq(ft[k - 1]), gt[k].eq(gt[k - 1])]
+        v4, f4, g4 = vt[drain], ft[drain], gt[drain]
         wx = np.asarray(self.p.wx, np.int64)
         wh = np.asarray(self.p.wh, np.int64)
         wall = np.concatenate([wx, wh], axis=0)      # [(in + D), G D]
@@ -367,11 +391,19 @@ class RecurrentUnit(Component):
                 pr, _ = self._product(m, eng, (rp.data.word_select(s, 8).as_signed(), 1),
                                       (opnd.word_select(s, 8).as_signed(), 1), f"pe{p}_l{s}")
                 prods.append(pr)
-            tot: Value = prods[0]
-            for pr in prods[1:]:
-                tot = tot + pr
-            ssum = Signal(signed(16 + _bits(simd)), name=f"pe{p}_sum")
-            m.d.sync += ssum.eq(tot)                 # stage 4
+            # the adder tree, every level registered (stages 4 ..), the last the sum
+            levels = engine_tree_levels(simd)
+            vals: list[Value] = prods
+            for lv in range(levels):
+                nxt: list[Value] = []
+                for j in range(0, len(vals), 2):
+                    pair = vals[j:j + 2]
+                    r = Signal(signed(len(pair[0]) + 1), name=f"pe{p}_sum" if
+                               lv == levels - 1 else f"pe{p}_t{lv}_{j // 2}")
+                    m.d.sync += r.eq(pair[0] + pair[1] if len(pair) == 2 else pair[0])
+                    nxt.append(r)
+                vals = nxt
+            ssum = vals[0]
             accx, acch = Signal(signed(32), name=f"pe{p}_ax"), \
                 Signal(signed(32), name=f"pe{p}_ah")
             nx, nh = Signal(signed(32)), Signal(signed(32))
@@ -554,7 +586,7 @@ class RecurrentUnit(Component):
                 with m.If(f == sf - 1):
                     m.d.sync += [f.eq(0), grp.eq(grp + 1)]
                     with m.If(grp == ng - 1):
-                        m.d.sync += wait.eq(ENGINE_DRAIN - 1)
+                        m.d.sync += wait.eq(drain - 1)
                         m.next = "DRAIN"
                 with m.Else():
                     m.d.sync += f.eq(f + 1)
