@@ -231,16 +231,24 @@ class RecurrentUnit(Component):
         s = max([t[0][1] for t in terms] +
                 [x[1] for t in terms for x in t[1:] if isinstance(x, tuple)])
         # s + 1: the operands registered; s + 2, s + 3: each term's product p * m,
-        # registered twice (HARDWARE.md: a register on each multiplier input, two after)
+        # registered twice (HARDWARE.md: a register on each multiplier input, two after).
+        # A product wider than one MULT18X18D (p over 18 bits: the int32 gate sums) is
+        # two at s + 2 -- p's low 17 bits and its high part, each times m -- added at
+        # s + 3: no multiplier and partial-product adder in one cycle
         prods = []
         for j, (p, mult, _) in enumerate(terms):
             pv = pp.at(p, s + 1).as_signed()
-            if isinstance(mult, int):
-                e: Value = pv * Const(mult, unsigned(16))
-            else:
-                e = pv * pp.at(mult, s + 1).as_unsigned()
-            q1 = pp.reg(signed(len(pv) + 17), e, s + 1, f"{tag}_t{j}")
-            prods.append(pp.reg(signed(len(pv) + 17), q1[0], s + 2, f"{tag}_u{j}"))
+            mv = Const(mult, unsigned(16)) if isinstance(mult, int) else \
+                pp.at(mult, s + 1).as_unsigned()
+            if len(pv) <= 18:
+                q1 = pp.reg(signed(len(pv) + 17), pv * mv, s + 1, f"{tag}_t{j}")
+                prods.append(pp.reg(signed(len(pv) + 17), q1[0], s + 2, f"{tag}_u{j}"))
+                continue
+            plo = pp.reg(unsigned(17 + len(mv)), pv[:17] * mv, s + 1, f"{tag}_tl{j}")
+            phi = pp.reg(signed(len(pv) - 17 + len(mv) + 1), pv[17:].as_signed() * mv,
+                         s + 1, f"{tag}_th{j}")
+            prods.append(pp.reg(signed(len(pv) + 17), (phi[0] << 17) + plo[0], s + 2,
+                                f"{tag}_u{j}"))
         s += 1
         # s + 3: each term aligned to the largest shift n (constant shifts: wiring)
         if all(isinstance(t[2], int) for t in terms):
