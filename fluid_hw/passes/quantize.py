@@ -947,8 +947,11 @@ def quantize(program: Program, calibration_data: Iterable[Mapping[str, np.ndarra
                                 "(or a program with fetch ops)")
     feeds = list(feed_names) if feed_names is not None else list(batches[0])
     ctx = PassContext(scope=scope, executor=executor, feed_names=feeds, fetch_names=targets)
-    steps: list[Any] = ["prune", fixpoint("remove_identity", "reshape_transpose_cancel",
-                                          "dead_code_elimination")]
+    from .quantize_rnn_loop import LoopToSequence  # DynamicRNN cells: whole-sequence ops
+
+    steps: list[Any] = ["prune", LoopToSequence(exclude=cfg.exclude),
+                        fixpoint("remove_identity", "reshape_transpose_cancel",
+                                 "dead_code_elimination")]
     if cfg.fuse:
         # relu only: another activation is quantised on its own (a table), from its
         # input's calibrated range
