@@ -44,7 +44,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..errors import QuantizationError
-from ..ir.ops.quant_rnn import GATE_ONE
+from ..ir.ops.quant_rnn import GATE_ONE, RNN_ACTIVATIONS
 from ..ir.program import Operator, Program, VarType
 from ._graph import OpSpec, add_param
 from .base import get_value
@@ -54,7 +54,8 @@ __all__ = ["RECURRENT_OPS", "RecurrentObserver", "RecurrentPlan", "term_params",
            "emit_recurrence", "gate_table", "plan_recurrence"]
 
 #: float ops this module quantises, and the layer each one is
-RECURRENT_OPS = {"lstm": "dynamic_lstm", "gru": "dynamic_gru"}
+RECURRENT_OPS = {"lstm": "dynamic_lstm", "gru": "dynamic_gru",
+                 "simple_rnn": "DynamicRNN fc recurrence"}
 #: where a gate table's int8 output (scale 1/127) has reached its rail: the float
 #: function is at 126.75 / 127, the middle of the last output step (beyond, nothing changes)
 SIGMOID_SAT = math.log((GATE_ONE - 0.25) / 0.25)
@@ -77,8 +78,16 @@ class _Observer(Protocol):
     def value(self) -> float: ...
 
 
-def _gates(op_type: str) -> tuple[tuple[str, str], ...]:
-    return _LSTM_GATES if op_type == "lstm" else _GRU_GATES
+def _gates(op: Operator) -> tuple[tuple[str, str], ...]:
+    if op.type == "simple_rnn":
+        return (("candidate", op.attr("activation")),)
+    return _LSTM_GATES if op.type == "lstm" else _GRU_GATES
+
+
+def observed_gates(op: Operator) -> str:
+    """The float output whose values give the gate pre-activations through the inverse
+    activation: ``BatchGate`` (lstm, gru), ``Hidden`` (simple_rnn: its one table's)."""
+    return op.output("Hidden" if op.type == "simple_rnn" else "BatchGate")[0]
 
 
 def pre_key(batch_gate: str, gate: str) -> str:
@@ -108,13 +117,16 @@ class RecurrentObserver:
         self.obs: dict[str, _Observer] = {}
         block = fp.global_block()
         for op in block.ops:
-            if op.type not in RECURRENT_OPS or not op.output("BatchGate"):
+            if op.type not in RECURRENT_OPS or not op.output(
+                    "Hidden" if op.type == "simple_rnn" else "BatchGate"):
                 continue
             w = block._find_var_recursive(op.input("Weight")[0])
             if w is None or len(w.shape) != 2 or w.shape[0] <= 0:
                 continue
-            bg = op.output("BatchGate")[0]
-            for k, (gate, act) in enumerate(_gates(op.type)):
+            bg = observed_gates(op)
+            for k, (gate, act) in enumerate(_gates(op)):
+                if act not in _SAT:  # relu: the table's input is at the hidden scale
+                    continue
                 key = pre_key(bg, gate)
                 self.parts.append((bg, k, int(w.shape[0]), key, act))
                 self.obs[key] = make()
@@ -188,6 +200,9 @@ def _unsupported(qz: Any, op: Operator, why: str) -> QuantizationError:
 
 
 def _supported(op_type: str) -> str:
+    if op_type == "simple_rnn":
+        return ("activation tanh, sigmoid or relu, is_reverse either way, optional H0, with "
+                "its input from an fc (no activation, 2-D input, read by nothing else)")
     acts = _LSTM_DEFAULTS if op_type == "lstm" else _GRU_DEFAULTS
     extra = "with or without peepholes, " if op_type == "lstm" else "origin_mode either way, "
     return (", ".join(f"{k}={v!r}" for k, v in acts.items()) + ", " + extra +
@@ -213,6 +228,11 @@ def plan_recurrence(qz: Any, i: int) -> RecurrentPlan | None:
             raise _unsupported(qz, op, why)
 
     defaults = _LSTM_DEFAULTS if op.type == "lstm" else _GRU_DEFAULTS
+    if op.type == "simple_rnn":
+        defaults = {}
+        if op.attr("activation") not in RNN_ACTIVATIONS:
+            refuse(f"activation is {op.attr('activation')!r}, not one of {RNN_ACTIVATIONS}")
+            return None
     for k, v in defaults.items():
         if op.attr(k) != v:
             refuse(f"{k} is {op.attr(k)!r}, not {v!r}: its gates are tabulated as "
@@ -265,7 +285,7 @@ def _initial(qz: Any, op: Operator, slot: str, scale: float, bits: int) -> list[
 
 
 def _gate_scale(qz: Any, plan: RecurrentPlan, gate: str, act: str) -> np.float32:
-    amax = qz.ranges.get(pre_key(plan.op.output("BatchGate")[0], gate), 0.0)
+    amax = qz.ranges.get(pre_key(observed_gates(plan.op), gate), 0.0)
     amax = min(amax, _SAT[act]) if amax > 0 else _SAT[act]
     return np.float32(amax / 127.0)
 
@@ -274,37 +294,23 @@ def emit_recurrence(qz: Any, plan: RecurrentPlan) -> None:
     """Write the projection's ``quantized_fc`` and the ``quantized_lstm`` /
     ``quantized_gru`` into ``qz.items`` (the module docstring says how each number is
     chosen).  Every number is computed and checked before anything enters the scope."""
+    if plan.op.type == "simple_rnn":
+        from .quantize_rnn_simple import emit_simple_rnn
+
+        emit_simple_rnn(qz, plan)
+        return
     op, lstm = plan.op, plan.op.type == "lstm"
     hidden = op.output("Hidden")[0]
     ngates = 4 if lstm else 3
     wh = np.asarray(get_value(qz.scope, op.input("Weight")[0]), np.float64)
     d = wh.shape[0]
     cols = ngates * d
-    rb = np.zeros(cols)
-    if op.input("Bias"):
-        rb = np.asarray(get_value(qz.scope, op.input("Bias")[0]), np.float64).reshape(-1)
-    # the projection: quantized_fc with the recurrence's gate bias folded into its bias
-    xq, s_in = qz.int_of(plan.x)
-    x_lo, x_hi = int_range(*qz.fmt_of(plan.x))
-    wx = np.asarray(get_value(qz.scope, plan.wx), np.float64)
-    wxq, s_wx = _per_column(wx)
-    bias = rb[:cols].copy()
-    if plan.bx is not None:
-        bias += np.asarray(get_value(qz.scope, plan.bx), np.float64).reshape(-1)
-    s_acc = np.float64(s_in) * s_wx.astype(np.float64)
-    bq = np.rint(bias / s_acc)
-    k = wx.shape[0]
-    bq_max = int(np.max(np.abs(bq)))
-    bound = k * 127 * max_abs(x_lo, x_hi) + bq_max
-    if bound >= 2**31:
-        raise QuantizationError(
-            f"{RECURRENT_OPS[op.type]} (-> {hidden}): its input projection's int32 "
-            f"accumulator could reach {bound} (>= 2^31); exclude it: QuantConfig(exclude="
-            f"[{op.type!r}])")
+    proj = plan_projection(qz, plan, cols)
+    s_acc, rb = proj.s_acc, proj.rec_bias
     # the recurrence
     whq, s_wh = _per_column(wh)
     s_h = np.float64(qz.scale_of(hidden))
-    gates = _gates(op.type)
+    gates = _gates(op)
     s_g = [_gate_scale(qz, plan, g, a) for g, a in gates]
     tables = [gate_table(a, float(s)) for (_, a), s in zip(gates, s_g)]
     attrs: dict[str, Any] = {"is_reverse": op.attr("is_reverse"),
@@ -351,14 +357,7 @@ def emit_recurrence(qz: Any, plan: RecurrentPlan) -> None:
     def param(base: str, value: np.ndarray) -> list[str]:
         return [add_param(qz.block, qz.scope, base, value)]
 
-    acc = qz.new_var(f"{plan.fc.output('Out')[0]}.acc", plan.x, VarType.INT32, [-1, cols])
-    qz.items.append(OpSpec(
-        "quantized_fc", {"X": [xq], "W": param(f"{plan.wx}.int8", wxq),
-                         "Bias": param(f"{hidden}.proj_bias.int32", bq.astype(np.int32))},
-        {"Out": [acc]},
-        {"in_scale": float(s_in), "weight_scale": [float(v) for v in s_wx],
-         "weight_bits": 8, "weight_type": "signed",
-         "acc_bits": acc_bits((x_lo, x_hi), (-127, 127), k, bq_max)}))
+    acc = emit_projection(qz, plan, proj)
     ins: dict[str, list[str]] = {"Input": [acc], "H0": _initial(qz, op, "H0", float(s_h), 8)}
     hq = qz.new_var(f"{hidden}.int8", hidden, VarType.INT8)
     outs: dict[str, list[str]] = {"Hidden": [hq]}
@@ -379,9 +378,73 @@ def emit_recurrence(qz: Any, plan: RecurrentPlan) -> None:
                            attrs))
     qz.qvars[hidden] = (hq, np.float32(s_h))
     qz.fmt[hidden] = (8, "signed")
+    mark_replaced(qz, plan)
+
+
+def mark_replaced(qz: Any, plan: RecurrentPlan) -> None:
+    """The float values the recurrence's integer ops replace."""
+    op = plan.op
     qz.replaced |= {plan.wx, op.input("Weight")[0], *op.input("Bias"),
                     *([plan.bx] if plan.bx else []), *plan.fc.output_arg_names,
                     *op.output_arg_names}
+
+
+@dataclass
+class Projection:
+    """The input projection's integers (``quantized_fc`` with the recurrence's gate bias
+    folded into its int32 bias), computed and checked before anything is emitted."""
+
+    xq: str
+    s_in: np.float32
+    wxq: np.ndarray
+    s_wx: np.ndarray
+    bq: np.ndarray
+    s_acc: np.ndarray       # float64 per column: s_in * s_wx[j]
+    rec_bias: np.ndarray    # the recurrence's whole Bias (float64, flat; zeros without)
+    acc_bits: int
+
+
+def plan_projection(qz: Any, plan: RecurrentPlan, cols: int) -> Projection:
+    op = plan.op
+    hidden = op.output("Hidden")[0]
+    rb = np.zeros(cols)
+    if op.input("Bias"):
+        rb = np.asarray(get_value(qz.scope, op.input("Bias")[0]), np.float64).reshape(-1)
+    xq, s_in = qz.int_of(plan.x)
+    x_lo, x_hi = int_range(*qz.fmt_of(plan.x))
+    wx = np.asarray(get_value(qz.scope, plan.wx), np.float64)
+    wxq, s_wx = _per_column(wx)
+    bias = rb[:cols].copy()
+    if plan.bx is not None:
+        bias += np.asarray(get_value(qz.scope, plan.bx), np.float64).reshape(-1)
+    s_acc = np.float64(s_in) * s_wx.astype(np.float64)
+    bq = np.rint(bias / s_acc)
+    k = wx.shape[0]
+    bq_max = int(np.max(np.abs(bq)))
+    bound = k * 127 * max_abs(x_lo, x_hi) + bq_max
+    if bound >= 2**31:
+        raise QuantizationError(
+            f"{RECURRENT_OPS[op.type]} (-> {hidden}): its input projection's int32 "
+            f"accumulator could reach {bound} (>= 2^31); exclude it: QuantConfig(exclude="
+            f"[{op.type!r}])")
+    return Projection(xq, s_in, wxq, s_wx, bq, s_acc, rb,
+                      acc_bits((x_lo, x_hi), (-127, 127), k, bq_max))
+
+
+def emit_projection(qz: Any, plan: RecurrentPlan, p: Projection) -> str:
+    """The projection's ``quantized_fc`` into ``qz.items``; returns its int32 output."""
+    hidden = plan.op.output("Hidden")[0]
+    cols = p.wxq.shape[1]
+    acc = qz.new_var(f"{plan.fc.output('Out')[0]}.acc", plan.x, VarType.INT32, [-1, cols])
+    qz.items.append(OpSpec(
+        "quantized_fc",
+        {"X": [p.xq], "W": [add_param(qz.block, qz.scope, f"{plan.wx}.int8", p.wxq)],
+         "Bias": [add_param(qz.block, qz.scope, f"{hidden}.proj_bias.int32",
+                            p.bq.astype(np.int32))]},
+        {"Out": [acc]},
+        {"in_scale": float(p.s_in), "weight_scale": [float(v) for v in p.s_wx],
+         "weight_bits": 8, "weight_type": "signed", "acc_bits": p.acc_bits}))
+    return acc
 
 
 def _cell_tanh_scale(qz: Any, op: Operator) -> np.float32:
