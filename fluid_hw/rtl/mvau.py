@@ -26,7 +26,9 @@ Latency mode (``stream_input=True``): the first neuron fold issues synapse fold 
 of a vector as soon as its beat has been written (the later folds reuse the buffered
 vector), so the output starts about one pipeline depth after the last input beat
 instead of after a whole vector time more; and the requantiser is not shared (one
-lane a PE: no ``ceil(PE / R) - 1`` extra cycles).
+lane a PE: no ``ceil(PE / R) - 1`` extra cycles) and shallower
+(:class:`~.requant.RequantPipe` ``early``: its parameters are read two cycles ahead of
+the accumulator, 7 stages instead of 11, 1 instead of 3 without requantisation).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from .multipliers import (
     weight_range,
 )
 from .requant import (
+    EARLY_INDEX,
     PARAM_ENTRY_BITS,
     RequantPipe,
     requant_latency,
@@ -87,7 +90,8 @@ def mvau_latency(simd: int, requantize: bool = True, *, pe: int = 1, sf: int = 1
     replace it, or ``stream_input`` (latency mode: one lane a PE)); the queue adds
     :attr:`~.stream.CreditQueue.latency`."""
     units = pe if stream_input else requant_units(pe, sf, requantize and not thresholds)
-    return 5 + adder_tree_depth(simd) + requant_latency(pe, units, requantize)
+    early = stream_input and not thresholds
+    return 5 + adder_tree_depth(simd) + requant_latency(pe, units, requantize, early)
 
 
 def mvau_weight_entries(weights: np.ndarray, pe: int, simd: int, weight_bits: int = 8
@@ -159,7 +163,9 @@ class MVAU(Component):
                                    thresholds=thresholds,
                                    # a PE group of accumulators every SF cycles at most
                                    units=pe if stream_input else
-                                   requant_units(pe, self.sf, thresholds is None))
+                                   requant_units(pe, self.sf, thresholds is None),
+                                   # latency mode: the parameters read ahead
+                                   early=stream_input and thresholds is None)
         self.out_bits = self.requant.out_bits
         self.tree_depth = adder_tree_depth(simd)
         # issue -> memory data (1) -> fabric regs (2) -> product (3) -> product (4)
@@ -319,7 +325,8 @@ class MVAU(Component):
         m.d.comb += [
             rq.i_valid.eq(acc_valid),
             rq.i_acc.eq(Cat(*accs)),
-            rq.i_idx.eq(nfi[lat]),
+            # the early pipe (latency mode) reads its parameters EARLY_INDEX cycles ahead
+            rq.i_idx.eq(nfi[lat - EARLY_INDEX] if rq.early else nfi[lat]),
             q.w_valid.eq(rq.o_valid),
             q.w_data.eq(rq.o_data),
         ]

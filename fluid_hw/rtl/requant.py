@@ -13,6 +13,14 @@ it into a stream component (``ff_style`` as :func:`._ff.copy_register`: the
 multipliers' input registers).  With ``requantize=False`` the pipeline only adds the
 bias and passes ``s`` on as int32 (a last stage whose output the host dequantises).
 
+Latency mode (``early=True``, the MVAU's ``stream_input``): ``i_idx`` comes
+:data:`EARLY_INDEX` cycles before its ``i_valid`` / ``i_acc``, so the parameters are
+read and registered before the accumulator arrives, and the lane is
+:data:`EARLY_LATENCY` stages deep (:data:`EARLY_BIAS_ONLY_LATENCY` without
+requantisation): the bias add (1), the two products' ``MULT18X18D`` input and output
+registers (2, 3), their sum (4), the rounding add (5), the whole shift (6) and the
+clamp (7).  Unshared lanes, no thresholds.
+
 Parameter memory entry (54 bits, also the runtime load format): bits 31..0 bias
 (two's complement), 47..32 multiplier, 53..48 shift.
 
@@ -44,13 +52,19 @@ from .stream import CreditQueue, credit_depth
 __all__ = ["RequantPipe", "Requantiser", "requantize_model", "requant_entries",
            "threshold_entries", "requant_units", "requant_steps", "requant_latency",
            "requant_param_depth",
-           "PARAM_ENTRY_BITS", "REQUANT_LATENCY", "BIAS_ONLY_LATENCY"]
+           "PARAM_ENTRY_BITS", "REQUANT_LATENCY", "BIAS_ONLY_LATENCY", "EARLY_INDEX",
+           "EARLY_LATENCY", "EARLY_BIAS_ONLY_LATENCY"]
 
 PARAM_ENTRY_BITS = 54
 #: pipeline depth of :class:`RequantPipe` with and without requantisation (one
 #: physical lane per channel lane; a shared pipe adds ``steps - 1``, :func:`requant_latency`)
 REQUANT_LATENCY = 11
 BIAS_ONLY_LATENCY = 3
+#: latency mode (``RequantPipe(early=True)``): cycles ``i_idx`` leads ``i_valid``, and
+#: the pipeline depth with and without requantisation
+EARLY_INDEX = 2
+EARLY_LATENCY = 7
+EARLY_BIAS_ONLY_LATENCY = 1
 
 
 def requant_steps(lanes: int, units: int) -> int:
@@ -71,11 +85,15 @@ def requant_units(lanes: int, period: int, multipliers: bool = True) -> int:
     return -(-lanes // steps)
 
 
-def requant_latency(lanes: int, units: int, requantize: bool = True) -> int:
+def requant_latency(lanes: int, units: int, requantize: bool = True,
+                    early: bool = False) -> int:
     """Cycles from ``i_valid`` to ``o_valid`` of a :class:`RequantPipe` of ``lanes``
     channel lanes over ``units`` physical lanes (``units`` as :func:`requant_units`
     gives it: ``lanes`` for threshold and bias-only pipes): the last slice of a group
-    enters ``steps - 1`` cycles after the first."""
+    enters ``steps - 1`` cycles after the first.  ``early``: the latency mode's pipe
+    (unshared, its index :data:`EARLY_INDEX` cycles ahead)."""
+    if early:
+        return EARLY_LATENCY if requantize else EARLY_BIAS_ONLY_LATENCY
     if not requantize:
         return BIAS_ONLY_LATENCY
     return REQUANT_LATENCY + requant_steps(lanes, units) - 1
@@ -173,6 +191,11 @@ class RequantPipe(Component):
     ``u`` has one parameter memory (:func:`requant_param_depth`: entry ``g * 2^b + t``
     holds channel ``g * lanes + t * units + u``); ``wr`` keeps its per-lane format and
     is steered there.
+
+    ``early`` (latency mode; unshared, no thresholds): ``i_idx`` is given
+    :data:`EARLY_INDEX` cycles before ``i_valid`` and ``i_acc`` (and held by whoever
+    drives it: the parameters are read every cycle), and the pipe is
+    :func:`requant_latency` ``(early=True)`` deep.
     """
 
     def __init__(self, name: str, lanes: int, channels: int, *,
@@ -180,8 +203,12 @@ class RequantPipe(Component):
                  shift: np.ndarray | None = None, relu: bool = False,
                  requantize: bool = True, runtime: bool = False,
                  ff_style: str = "plain", clamp: Clamp | None = None,
-                 thresholds: np.ndarray | None = None, units: int | None = None) -> None:
+                 thresholds: np.ndarray | None = None, units: int | None = None,
+                 early: bool = False) -> None:
         check_ff_style(name, ff_style)
+        if early and (thresholds is not None or (units is not None and units < lanes)):
+            raise HardwareConfigError(f"{name}: the latency mode's requantiser (early=True) "
+                                      "has one lane a channel lane and no thresholds")
         if units is not None and not 1 <= units <= lanes:
             raise HardwareConfigError(
                 f"{name}: {units} physical requantiser lanes for {lanes} lanes; give 1 to "
@@ -215,7 +242,8 @@ class RequantPipe(Component):
         shareable = requantize and thresholds is None and units is not None
         self.steps = requant_steps(lanes, units) if shareable and units else 1
         self.units = -(-lanes // self.steps)
-        self.latency = requant_latency(lanes, self.units, requantize)
+        self.early = early
+        self.latency = requant_latency(lanes, self.units, requantize, early)
         members = {
             "i_valid": In(1), "i_acc": In(32 * lanes), "i_idx": In(range(max(2, self.groups))),
             "o_valid": Out(1), "o_data": Out(self.out_bits * lanes),
@@ -244,7 +272,9 @@ class RequantPipe(Component):
                               init=init, write=getattr(self, "wr", None), write_index=lane)
             m.d.comb += rp.addr.eq(self.i_idx)
             acc = self.i_acc.word_select(lane, 32)
-            if self.n_thresholds:
+            if self.early:
+                outs.append(self._early_lane(m, lane, acc, rp.data, valid))
+            elif self.n_thresholds:
                 outs.append(self._threshold_lane(m, lane, rp.data, valid))
             else:
                 outs.append(self._lane(m, lane, acc, rp.data, valid))
@@ -361,6 +391,46 @@ class RequantPipe(Component):
         r10 = reg(10, signed(49), q9 >> sh9, "r10")
         return reg(11, unsigned(8), clamp_int8(r10, self.relu, self.clamp), "out11")
 
+
+    def _early_lane(self, m: Module, lane: int, acc: Value, entry: Signal,
+                    valid: list[Signal]) -> Signal:
+        """The latency mode's lane (``early``): the entry read for ``i_idx`` two cycles
+        ahead is registered the cycle before ``i_valid``; see the module docstring."""
+        def reg(stage: int, shape: object, value: object, tag: str) -> Signal:
+            r = Signal(shape, name=f"l{lane}_{tag}")
+            with m.If(valid[stage - 1]):
+                m.d.sync += r.eq(value)
+            return r
+
+        ent = Signal(PARAM_ENTRY_BITS, name=f"l{lane}_ent")
+        m.d.sync += ent.eq(entry)  # the memory's data, registered: ready at i_valid
+        s1 = reg(1, signed(32), acc.as_signed() + ent[0:32].as_signed(), "s1")  # int32 wrap
+        if not self.requantize:
+            return s1
+        # the MULT18X18D input registers' source: a fabric register a lane (an explicit
+        # copy, as in _lane: equal multipliers would otherwise share one register)
+        mul1 = copy_register(m, ent[32:47], valid[0], f"l{lane}_mul1", self.ff_style)
+        sh = reg(1, unsigned(6), ent[48:54], "sh1")
+        for stage in range(2, 5):
+            sh = reg(stage, unsigned(6), sh, f"sh{stage}")
+        hi1 = s1[16:32].as_signed()                   # s1 = hi1 * 2^16 + lo1
+        lo1 = Cat(s1[0:16], Const(0, 1)).as_signed()  # 0 .. 2^16 - 1
+        mul = Cat(mul1, Const(0, 2)).as_signed()      # 0 .. 2^15 - 1
+        if self.ff_style == "trellis":  # the DSPs' own registers (rtl._dsp)
+            ph3 = dsp_product(m, hi1, mul, f"l{lane}_mh")[0:33].as_signed()
+            pl3 = dsp_product(m, lo1, mul, f"l{lane}_ml")[0:33].as_signed()
+        else:
+            ph2 = reg(2, signed(33), hi1 * mul, "ph2")
+            pl2 = reg(2, signed(33), lo1 * mul, "pl2")
+            ph3 = reg(3, signed(33), ph2, "ph3")
+            pl3 = reg(3, signed(33), pl2, "pl3")
+        p4 = reg(4, signed(48), (ph3 << 16) + pl3, "p4")
+        rnd = Signal(unsigned(48), name=f"l{lane}_rnd")
+        m.d.comb += rnd.eq((Const(1, 48) << sh) >> 1)  # sh: stage 4's
+        q5 = reg(5, signed(49), p4 + rnd, "q5")
+        sh5 = reg(5, unsigned(6), sh, "sh5")
+        r6 = reg(6, signed(49), q5 >> sh5, "r6")
+        return reg(7, unsigned(8), clamp_int8(r6, self.relu, self.clamp), "out7")
 
     def _threshold_lane(self, m: Module, lane: int, entry: Signal, valid: list[Signal]
                         ) -> Signal:
