@@ -57,6 +57,7 @@ from .folding import (
 from .kinds import KINDS, kind_of
 from .kinds._matrix import fifo_storage
 from .lane_costs import lut_multipliers_available
+from .latency_fold import latency_score, latency_search
 from .stages import Resources, estimate_pipeline, pipeline_resources, stage_cost
 
 __all__ = ["AutoFoldError", "AutoFold", "Calibration", "CALIBRATION", "DEFAULT_FRACTION",
@@ -529,7 +530,8 @@ def autofold(specs: Sequence[StageSpec], device: DeviceLike, *,
         raise _no_fit(specs, units, device, family, fraction, limits, fixed, ii_target,
                       clock_mhz, whole, last_err, graph, lut_multipliers)
     if optimize == "latency":
-        folding, lut = _prefer_latency(units, opts, folding, lut, fixed, whole, limits)
+        folding, lut = _latency_folding(units, opts, folding, lut, fixed, whole, limits,
+                                        budget, lut_multipliers)
     res, est = whole(folding, lut, timing=True)
     chosen = _apply(specs, folding, lut)
     used, in_luts = multipliers_used(chosen)
@@ -545,6 +547,38 @@ def autofold(specs: Sequence[StageSpec], device: DeviceLike, *,
 
 
 # ---- latency mode (compile --optimize latency) ------------------------------------------
+
+
+def _latency_folding(units: Sequence[FoldUnit], opts: dict[str, _Option],
+                     folding: dict[str, tuple[int, int]], lut: dict[str, int],
+                     fixed: Mapping[str, tuple[int, int]], whole: Any,
+                     limits: Mapping[str, int], budget: FoldingBudget,
+                     lut_multipliers: bool) -> tuple[dict[str, tuple[int, int]],
+                                                     dict[str, int]]:
+    """The latency mode's folding: the better (:func:`~.latency_fold.latency_score`,
+    then LUTs, then DSPs) of :func:`~.latency_fold.latency_search` and the greedy
+    descent from the balanced folding (:func:`_prefer_latency`).  Updates ``opts``."""
+    def cost(f: dict[str, tuple[int, int]], lm: dict[str, int]) -> tuple[float, int, int]:
+        got = _fits_latency(whole, limits, f, lm)
+        assert got is not None  # both searches keep within the limits
+        return latency_score(got[0], got[1]), got[1], got[2]
+
+    tried = [_prefer_latency(units, dict(opts), folding, lut, fixed, whole, limits)]
+    found = latency_search(units, fixed, budget,
+                           lambda f, lm: _fits_latency(whole, limits, f, lm),
+                           lut_multipliers)
+    if found is not None:
+        tried.append(found)
+    folding, lut = min(tried, key=lambda fl: cost(*fl))
+    opts.update({u.name: u.option(*folding[u.name], lut.get(u.name, 0)) for u in units})
+    return folding, lut
+
+
+def _fits_latency(whole: Any, limits: Mapping[str, int], folding: dict[str, tuple[int, int]],
+                  lut: dict[str, int]) -> tuple[int, int, int] | None:
+    """``(latency cycles, LUTs, DSPs)`` of a folding, None where it is over ``limits``."""
+    res, est = whole(folding, lut, timing=True)
+    return None if _over(res, limits) else (int(est.latency_cycles), res["lut"], res["dsp"])
 
 
 def _prefer_latency(units: Sequence[FoldUnit], opts: dict[str, _Option],
