@@ -1,5 +1,5 @@
-"""``rnn_loop_to_sequence``: a DynamicRNN loop whose body is one cell recurrence becomes
-the equivalent whole-sequence float op, which the quantiser then takes like a
+"""``rnn_loop_to_sequence``: a DynamicRNN (or StaticRNN) loop whose body is one cell
+recurrence becomes the equivalent whole-sequence float op, which the quantiser then takes like a
 ``dynamic_gru`` / ``dynamic_lstm`` (docs/fixed_point.md, "Recurrences written as
 loops"): calibration sees every time step, the cell becomes ``quantized_gru`` /
 ``quantized_lstm`` / ``quantized_rnn``, and the hardware's recurrent stage takes the
@@ -21,6 +21,10 @@ grouped differently: agreement to float rounding).  A loop that is anything else
 second cell, a ``static_input``, another op in the body, an activation the quantised
 cells lack, a memory initialised in rank order -- stays as it is, and the reason is
 logged (``fluid_hw.quantize``, warning) and kept in ``ctx.reports[name]``.
+
+A StaticRNN's time-major ``[T, N, D]`` input becomes N sequences of T steps
+(``transpose2``, ``sequence_unpad``) and each output is stacked back (``reshape2``,
+``transpose2``); its memory ``init`` (batch order) is the op's H0.
 
 The loop's now-unused set-up ops (rank table, arrays) are left to
 ``dead_code_elimination``; the loop's sub-block is emptied (the block stays, so other
@@ -60,8 +64,9 @@ class _Loop:
 
     index: int                      # the while op
     body: Block
-    x: str                          # the LoD sequence the step input reads
+    x: str                          # the LoD sequence (StaticRNN: [T, N, D]) stepped over
     word: str                       # the step input in the body
+    static: bool = False            # a StaticRNN (time-major dense input)
     mems: dict[str, str | None] = field(default_factory=dict)  # body memory -> H0 / None
     updates: dict[str, str] = field(default_factory=dict)      # body memory -> new value
     outputs: dict[str, str] = field(default_factory=dict)      # body value -> global var
@@ -102,6 +107,8 @@ def _memory_init(prods: dict[str, list[tuple[int, Operator]]], init: str, rt: st
     ``reorder_lod_tensor_by_rank`` puts in rank order (``need_reorder=True``)."""
     ps = prods.get(init, [])
     op = ps[0][1] if len(ps) == 1 else None
+    if not rt and (op is None or op.type != "fill_constant_batch_size_like"):
+        return init  # StaticRNN: rows in the batch's order, as H0 takes them
     if op is not None and op.type == "fill_constant_batch_size_like":
         if float(op.attr("value")) != 0.0:
             raise NotALoopCell(f"memory {init!r} starts at {op.attr('value')}, not 0 (the "
@@ -139,11 +146,13 @@ def parse_loop(program: Program, index: int) -> _Loop:
             if i != step:
                 raise NotALoopCell("the body reads arrays at two different indices")
             src = prods.get(arr, [])
-            if src and src[0][1].type == "lod_tensor_to_array":
+            kind = src[0][1].type if len(src) == 1 else ""
+            if kind == "lod_tensor_to_array" or (kind == "tensor_to_array" and
+                                                 src[0][1].attr("axis") == 0):
                 if word is not None:
                     raise NotALoopCell("the body has two step inputs")
-                word, x, rt = op.output("Out")[0], _one(src[0][1], "X"), \
-                    _one(src[0][1], "RankTable")
+                word, x = op.output("Out")[0], _one(src[0][1], "X")
+                rt = _one(src[0][1], "RankTable") if kind == "lod_tensor_to_array" else ""
             else:
                 mem_reads[op.output("Out")[0]] = arr
         elif t == "shrink_rnn_memory" and _one(op, "X") in mem_reads:
@@ -157,11 +166,17 @@ def parse_loop(program: Program, index: int) -> _Loop:
         else:
             compute.append(op)
     if word is None or x is None or rt is None:
-        raise NotALoopCell("no DynamicRNN step input (lod_tensor_to_array + read_from_array)")
-    if mem_reads:
+        raise NotALoopCell("no step input (DynamicRNN's lod_tensor_to_array or StaticRNN's "
+                           "tensor_to_array, then read_from_array)")
+    static = not rt
+    if mem_reads and not static:
         raise NotALoopCell(f"the body reads arrays {sorted(set(mem_reads.values()))} without "
                            "shrink_rnn_memory (not a DynamicRNN memory)")
-    loop = _Loop(index, body, x, word, compute=compute)
+    if static and mems:
+        raise NotALoopCell("a StaticRNN body with shrink_rnn_memory")
+    if static:
+        mems = {m: (arr, m) for m, arr in mem_reads.items()}
+    loop = _Loop(index, body, x, word, static, compute=compute)
     by_array = {arr: m for m, (arr, _) in mems.items()}
     for k, value, arr in writes:
         if arr in by_array:
@@ -172,9 +187,9 @@ def parse_loop(program: Program, index: int) -> _Loop:
         if k > inc_at:
             raise NotALoopCell(f"array {arr!r} is written after the step index moves")
         readers = [op for i, op in _global_readers(gb, arr) if i != index]
-        if len(readers) != 1 or readers[0].type != "array_to_lod_tensor" or \
-                readers[0].input("RankTable") != [rt] or value in loop.outputs:
-            raise NotALoopCell(f"output array {arr!r} is not read by one array_to_lod_tensor")
+        if len(readers) != 1 or value in loop.outputs or not _gathers(gb, readers[0], rt):
+            raise NotALoopCell(f"output array {arr!r} is not read by one "
+                               f"{'tensor_array_to_tensor' if static else 'array_to_lod_tensor'}")
         loop.outputs[value] = readers[0].output("Out")[0]
         loop.out_ops.append(gb.ops.index(readers[0]))
     for m, (arr, _) in mems.items():
@@ -187,6 +202,17 @@ def parse_loop(program: Program, index: int) -> _Loop:
             raise NotALoopCell(f"memory array {arr!r} is used outside the loop")
         loop.mems[m] = _memory_init(prods, _one(init_ops[0], "X"), rt)
     return loop
+
+
+def _gathers(gb: Block, op: Operator, rt: str) -> bool:
+    """``op`` turns an output array back into a tensor as the RNN's ``__call__`` does:
+    ``array_to_lod_tensor`` by the rank table (DynamicRNN), ``tensor_array_to_tensor``
+    stacking along axis 0 with its OutIndex unread (StaticRNN)."""
+    if rt:
+        return op.type == "array_to_lod_tensor" and op.input("RankTable") == [rt]
+    return (op.type == "tensor_array_to_tensor" and op.attr("axis") == 0 and
+            bool(op.attr("use_stack")) and
+            not any(n in o.input_arg_names for o in gb.ops for n in op.output("OutIndex")))
 
 
 # -- the cell's ops ------------------------------------------------------------------------
@@ -286,11 +312,55 @@ class _Emit:
         self.staging = staging
         self.loop = loop
         self.specs: list[OpSpec] = []
-        self.dtype = self.gb._find_var_recursive(loop.x).dtype
+        xv = self.gb._find_var_recursive(loop.x)
+        self.dtype = xv.dtype
+        self.seq = loop.x            # the LoD sequence the whole-sequence op reads
+        self.width = int(xv.shape[-1])
+        self.steps = 0
+        self.restack: list[tuple[str, str, int]] = []  # (LoD output, [T, N, W] var, W)
+        if loop.static:
+            self._unstack(xv)
 
-    def var(self, base: str, width: int, lod: int = 1) -> str:
+    def _unstack(self, xv: Any) -> None:
+        """StaticRNN: the time-major ``[T, N, D]`` input as N sequences of T steps, a LoD
+        tensor (transpose2, then sequence_unpad with every length T)."""
+        if len(xv.shape) != 3 or xv.shape[0] <= 0 or xv.shape[2] <= 0:
+            raise NotALoopCell(f"StaticRNN input {xv.name!r} {list(xv.shape)}: the rewrite "
+                               "takes [T, N, D] with T and D known")
+        self.steps = int(xv.shape[0])
+        bt = self.var(f"{xv.name}.batch_major", self.width, 0, [-1, self.steps, self.width])
+        self.specs.append(OpSpec("transpose2", {"X": [xv.name]},
+                                 {"Out": [bt], "XShape": [self.var(f"{bt}.xshape", 0, 0)]},
+                                 {"axis": [1, 0, 2]}))
+        lens = fresh_name(self.gb, f"{xv.name}.lengths")
+        self.gb.create_var(name=lens, shape=[-1], dtype="int64")
+        self.specs.append(OpSpec("fill_constant_batch_size_like", {"Input": [xv.name]},
+                                 {"Out": [lens]},
+                                 {"shape": [-1], "dtype": dtypes.to_enum("int64"),
+                                  "value": float(self.steps), "input_dim_idx": 1,
+                                  "output_dim_idx": 0}))
+        self.seq = self.var(f"{xv.name}.seq", self.width)
+        self.specs.append(OpSpec("sequence_unpad", {"X": [bt], "Length": [lens]},
+                                 {"Out": [self.seq]}, {}))
+
+    def finish(self) -> None:
+        """StaticRNN: each LoD output back to the time-major ``[T, N, W]`` tensor the loop
+        gave (reshape2 to [N, T, W], transpose2)."""
+        for seq, out, width in self.restack:
+            bt = self.var(f"{out}.batch_major", width, 0, [-1, self.steps, width])
+            self.specs.append(OpSpec("reshape2", {"X": [seq]},
+                                     {"Out": [bt], "XShape": [self.var(f"{bt}.xshape", 0, 0)]},
+                                     {"shape": [-1, self.steps, width]}))
+            self.specs.append(OpSpec("transpose2", {"X": [bt]},
+                                     {"Out": [out], "XShape": [self.var(f"{out}.xshape", 0,
+                                                                        0)]},
+                                     {"axis": [1, 0, 2]}))
+
+    def var(self, base: str, width: int, lod: int = 1, shape: list[int] | None = None
+            ) -> str:
         name = fresh_name(self.gb, base)
-        self.gb.create_var(name=name, shape=[-1, width], dtype=self.dtype, lod_level=lod)
+        self.gb.create_var(name=name, shape=shape or [-1, width], dtype=self.dtype,
+                           lod_level=lod)
         return name
 
     def param(self, base: str, value: np.ndarray) -> str:
@@ -308,14 +378,14 @@ class _Emit:
         word = self.loop.word
         w = aff.weights[word]
         if w is None:
-            if width != self.gb._find_var_recursive(self.loop.x).shape[1]:
+            if width != self.width:
                 raise NotALoopCell("the step input's width is not the cell's")
             if bias and aff.bias is not None:
                 raise NotALoopCell("a bias is added to the unprojected step input")
-            return self.loop.x
+            return self.seq
         wname = aff.names.get(word) or self.param(f"{self.loop.x}.proj.w", w)
         out = self.var(f"{self.loop.x}.proj", width)
-        self.specs.append(OpSpec("mul", {"X": [self.loop.x], "Y": [wname]}, {"Out": [out]},
+        self.specs.append(OpSpec("mul", {"X": [self.seq], "Y": [wname]}, {"Out": [out]},
                                  {"x_num_col_dims": 1, "y_num_col_dims": 1}))
         if bias and aff.bias is not None:
             assert aff.bias_name is not None
@@ -328,7 +398,14 @@ class _Emit:
         return out
 
     def output(self, value: str, base: str, width: int) -> str:
-        return self.loop.outputs.get(value) or self.var(base, width)
+        """The whole-sequence op's output for body value ``value`` (the loop's output var,
+        or a fresh one when the loop does not output it)."""
+        out = self.loop.outputs.get(value)
+        if out is None or not self.loop.static:
+            return out or self.var(base, width)
+        seq = self.var(base, width)
+        self.restack.append((seq, out, width))
+        return seq
 
 
 def _only_memory_source(aff: _Affine, word: str, mem: str) -> None:
@@ -471,6 +548,8 @@ def rewrite_loop(program: Program, scope: Any, index: int,
         _rewrite_lstm(em, body, cells[0])
     else:
         _rewrite_plain(em, body)
+    made = em.specs[-1].type
+    em.finish()
     gb = program.global_block()
     items: list[Any] = []
     for i, op in enumerate(gb.ops):
@@ -485,7 +564,7 @@ def rewrite_loop(program: Program, scope: Any, index: int,
     del loop.body.desc.ops[:]
     del loop.body.desc.vars[:]
     loop.body._sync_with_desc()
-    return em.specs[-1].type
+    return made
 
 
 @register_pass
@@ -531,6 +610,6 @@ class LoopToSequence(Pass):
             assert ctx.scope is not None
             for n, v in staging.items():
                 set_value(ctx.scope, n, v)
-            notes.append(f"while op {i}: a DynamicRNN cell recurrence -> {made}")
+            notes.append(f"while op {i}: a cell recurrence -> {made}")
             changed = True
         return changed
