@@ -7,7 +7,8 @@ step's (mode ``"sequence"``).
 Folding: PE divides the hidden size, SIMD both the input size and the hidden size (the
 stage's ``fold_dims`` are ``(gcd(in_dim, D), D)`` so the balancer offers only those).
 ``cycles`` is one time step's (:func:`~fluid_hw.rtl.recurrent.recurrent_step_cycles`:
-the matrix engine's ``groups * (in_dim + D) / SIMD`` cycles and drain, the element-wise
+the matrix engine's ``groups * (in_dim + D) / SIMD`` cycles and drain (3 + its
+registered adder-tree levels, ``max(1, ceil log2 SIMD)``), the element-wise
 unit's ``D`` cycles and latency, per phase -- two for a GRU -- and the input and output
 cycles; step t+1 starts after step t's ``h`` is written).  Refused, with the reason:
 ``H0`` / ``C0`` inputs, ``is_reverse``, a ``Cell`` output read outside the stage, any
@@ -198,7 +199,11 @@ def _resources(s: RecurrentSpec, lanes: tuple[int, int]) -> Resources:
     total = Resources(lut=TABLE_GENERIC.lut * tables + SRQ_TERM_LUT * 12 +
                       s.hidden * 8 * 2,  # the state's read / write multiplexers
                       ff=ELEMENT_FF[s.cell] + state_ff + 8 * s.in_dim +
-                      s.pe * (s.simd * 32 + 64) + 8 * s.hidden, dsp=_dsps(s))
+                      s.pe * (s.simd * 32 + 64) + 8 * s.hidden +
+                      # the adder tree's registers beyond the PE's sum (about 18 bits
+                      # each) and the operand's shift register
+                      s.pe * 18 * max(0, s.simd - 2) + 8 * (s.in_dim + s.hidden - s.simd),
+                      dsp=_dsps(s))
     for depth, width, kind in _memories(s, lanes):
         total = total + memory_resources(depth, width, const=kind == "rom")
     return total
