@@ -24,6 +24,7 @@ from fluid_hw.rtl._lutmul import (
     lut_product,
     lut_product_cost,
     lut_products,
+    product_modules,
 )
 from fluid_hw.rtl._util import HardwareConfigError
 from fluid_hw.sim._tools import ensure_yosys
@@ -134,6 +135,7 @@ def _verilog(m: Module, ports: list[Signal]) -> str:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         il = rtlil.convert(m, ports=ports, name="lutmul", emit_src=False)
+        il += product_modules(il)
         yosys = find_yosys(lambda ver: ver >= (0, 40))
         script = [f"read_rtlil <<rtlil\n{il}\nrtlil", *YOSYS_SCRIPT, "write_verilog -norename"]
         return yosys.run(["-q", "-"], "\n".join(script), ignore_warnings=True)
@@ -233,7 +235,8 @@ def synthesise(tmp: Path, kind: int | str, abits: int, bbits: int) -> dict[str, 
     m.d.comb += po.eq(p)
     work = tmp / f"{kind}_{abits}x{bbits}"
     work.mkdir()
-    (work / "top.il").write_text(rtlil.convert(m, ports=[a, b, po], name="top"))
+    il = rtlil.convert(m, ports=[a, b, po], name="top")
+    (work / "top.il").write_text(il + product_modules(il))
     (work / "s.ys").write_text("read_rtlil top.il\nsynth_ecp5 -nodsp -top top\n"
                                "tee -q -o stat.json stat -json\n")
     subprocess.run([*find_tool("yosys"), "-q", "-s", "s.ys"], cwd=work, check=True,
