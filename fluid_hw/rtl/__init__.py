@@ -15,7 +15,7 @@ smallest memory kept in block RAM rather than LUTs).
 from ._dsp import MULT18X18D_SIM
 from ._ff import FF_STYLES, TRELLIS_FF_SIM
 from ._lane import Clamp
-from ._lutmul import CCU2C_SIM
+from ._lutmul import CCU2C_SIM, product_modules
 from ._mem import BLOCK_ROM_BITS
 from ._util import HardwareConfigError, ceil_log2, pack_lanes, unpack_lanes
 from .axil import AXILiteModel, AXILiteRegisters, AXILiteSignature
@@ -44,7 +44,7 @@ from .uart_bridge import UartBridge, UartBridgeModel, UartRx, UartTx, baud_divis
 
 __all__ = [
     "FF_STYLES", "TRELLIS_FF_SIM", "MULT18X18D_SIM", "CCU2C_SIM", "HardwareConfigError",
-    "pack_lanes",
+    "product_modules", "pack_lanes",
     "unpack_lanes", "ceil_log2", "BLOCK_ROM_BITS",
     "AXILiteModel", "AXILiteRegisters", "AXILiteSignature",
     "ConvUnit", "conv2d_model", "MVAU", "mvau_model", "MaxPool", "MaxReduce", "maxpool_model",

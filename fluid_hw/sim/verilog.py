@@ -28,7 +28,7 @@ from amaranth.back import rtlil
 
 import fluid_hw.rtl as rtl
 from fluid_hw.fileio import atomic_write
-from fluid_hw.rtl import AcceleratorTop, emit_c_header, emit_markdown
+from fluid_hw.rtl import AcceleratorTop, emit_c_header, emit_markdown, product_modules
 
 from ._tools import SimBuildError, cache_dir, ensure_yosys, log
 
@@ -79,6 +79,7 @@ def emit_verilog(top: AcceleratorTop, *, use_cache: bool = True) -> EmitResult:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Yosys chatter about unused memory ports
             il = rtlil.convert(top, name=top.name, emit_src=False)
+            il += product_modules(il)  # the shared LUT-product modules it instantiates
             yosys = find_yosys(lambda ver: ver >= (0, 40))
             script = [f"read_rtlil <<rtlil\n{il}\nrtlil", *YOSYS_SCRIPT,
                       "write_verilog -norename"]
