@@ -76,9 +76,11 @@ def mvau_model(x: np.ndarray, weights: np.ndarray, bias: np.ndarray | None = Non
     return requantize_model(acc, bias, multiplier, shift, relu, clamp, thresholds)
 
 
-def adder_tree_depth(simd: int) -> int:
-    """Registered levels of the adder tree summing ``simd`` products."""
-    return ceil_log2(simd)
+def adder_tree_depth(simd: int, paired: bool = False) -> int:
+    """Registered levels of the adder tree summing ``simd`` products; ``paired``
+    (latency mode): a register after every second level of adders (and the last)."""
+    levels = ceil_log2(simd)
+    return -(-levels // 2) if paired else levels
 
 
 def mvau_latency(simd: int, requantize: bool = True, *, pe: int = 1, sf: int = 1,
@@ -91,7 +93,8 @@ def mvau_latency(simd: int, requantize: bool = True, *, pe: int = 1, sf: int = 1
     :attr:`~.stream.CreditQueue.latency`."""
     units = pe if stream_input else requant_units(pe, sf, requantize and not thresholds)
     early = stream_input and not thresholds
-    return 5 + adder_tree_depth(simd) + requant_latency(pe, units, requantize, early)
+    return 5 + adder_tree_depth(simd, stream_input) + \
+        requant_latency(pe, units, requantize, early)
 
 
 def mvau_weight_entries(weights: np.ndarray, pe: int, simd: int, weight_bits: int = 8
@@ -167,7 +170,7 @@ class MVAU(Component):
                                    # latency mode: the parameters read ahead
                                    early=stream_input and thresholds is None)
         self.out_bits = self.requant.out_bits
-        self.tree_depth = adder_tree_depth(simd)
+        self.tree_depth = adder_tree_depth(simd, stream_input)
         # issue -> memory data (1) -> fabric regs (2) -> product (3) -> product (4)
         # -> tree levels -> accumulator
         self.acc_latency = 5 + self.tree_depth
@@ -349,13 +352,17 @@ class MVAU(Component):
         each of at most SIMD corrections)."""
         lat = self.acc_latency
         pending = list(carries)
+        levels = ceil_log2(len(prods))
+        # latency mode: a register after every second level of adders (and the last)
+        registered = [not self.stream_input or lvl % 2 == 1 or lvl == levels - 1
+                      for lvl in range(levels)]
 
         def carry(level: int) -> Value | None:
             """The next correction bit, delayed to the inputs of tree level ``level``."""
             if not pending:
                 return None
             c, i = pending.pop(0), len(carries) - len(pending) - 1
-            for d in range(level):
+            for d in range(sum(registered[:level])):
                 r = Signal(name=f"pe{p}_c{i}_d{d + 1}")
                 with m.If(v[4 + d]):
                     m.d.sync += r.eq(c)
@@ -363,17 +370,24 @@ class MVAU(Component):
             return c
 
         level = 0
+        stage = 0  # registered levels so far
         while len(prods) > 1:
             nxt = []
             for j in range(0, len(prods), 2):
                 pair = prods[j:j + 2]
-                r = Signal(signed(len(pair[0]) + 1), name=f"pe{p}_t{level}_{j // 2}")
                 total = pair[0] + pair[1] if len(pair) == 2 else pair[0]
                 c = carry(level)
-                with m.If(v[4 + level]):
-                    m.d.sync += r.eq(total if c is None else total + c)
-                nxt.append(r)
+                if c is not None:
+                    total = total + c
+                if registered[level]:
+                    r = Signal(signed(len(pair[0]) + 1), name=f"pe{p}_t{level}_{j // 2}")
+                    with m.If(v[4 + stage]):
+                        m.d.sync += r.eq(total)
+                    nxt.append(r)
+                else:
+                    nxt.append(total)
             prods = nxt
+            stage += registered[level]
             level += 1
         total = prods[0]
         while pending:  # the rest (at most one) into the accumulator's adder

@@ -57,7 +57,8 @@ def _out_cycles(stream: bool, mw: int, mh: int, pe: int, simd: int
     return taken, outs, model
 
 
-@pytest.mark.parametrize("mw,mh,pe,simd", [(16, 8, 2, 2), (16, 4, 4, 4), (8, 8, 8, 1)])
+@pytest.mark.parametrize("mw,mh,pe,simd", [(16, 8, 2, 2), (16, 4, 4, 4), (8, 8, 8, 1),
+                                         (32, 4, 2, 16), (16, 2, 1, 8)])
 def test_stream_input_starts_on_partial_input_and_model_is_exact(mw, mh, pe, simd):
     t_tp, o_tp, m_tp = _out_cycles(False, mw, mh, pe, simd)
     t_st, o_st, m_st = _out_cycles(True, mw, mh, pe, simd)
@@ -87,3 +88,20 @@ def test_stream_input_runtime_weights():
     x = rng.integers(-128, 128, (4, mw))
     got = _run_mvau(dut, x, seed=2, prologue=load)
     np.testing.assert_array_equal(got, mvau_model(x, w, bias, m, n, relu=True))
+
+
+@pytest.mark.parametrize("simd,lut_mults", [(16, 0), (8, 3)])
+def test_stream_input_paired_tree_with_packed_products(simd, lut_mults):
+    """Latency mode's adder tree (a register every second level) with 4-bit weights,
+    two PEs' products sharing a multiplier (their correction bits into the tree's
+    adders, some of them unregistered) and some LUT products: bit-exact."""
+    rng = np.random.default_rng(simd + lut_mults)
+    mw, mh, pe = 2 * simd, 4, 2
+    _, bias, m, n = _mvau_case(rng, mw, mh)
+    w = rng.integers(-8, 8, (mh, mw))
+    x = rng.integers(-128, 128, (4, mw))
+    dut = MVAU("fc", mw, mh, pe, simd, weights=w, bias=bias, multiplier=m, shift=n,
+               weight_bits=4, lut_mults=lut_mults, stream_input=True)
+    assert dut.tree_depth == -(-(simd.bit_length() - 1) // 2)
+    got = _run_mvau(dut, x, seed=simd, p_valid=0.7, p_ready=0.7)
+    np.testing.assert_array_equal(got, mvau_model(x, w, bias, m, n))
