@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 from amaranth.back import rtlil
 
+from fluid_hw.rtl import product_modules
 from fluid_hw.rtl.multipliers import weight_range
 from fluid_hw.rtl.mvau import MVAU
 from fluid_hw.tools import find_tool
@@ -43,6 +44,7 @@ def synth_mvau(mw: int, mh: int, pe: int, simd: int, lut_mults: int = 0,
                    multiplier=rng.integers(1, 2**15, mh), shift=rng.integers(10, 20, mh),
                    ff_style="trellis", lut_mults=lut_mults, weight_bits=weight_bits)
         text = rtlil.convert(dut, name="top")
+        text += product_modules(text)  # the shared LUT-product modules (rtl._lutmul)
     with tempfile.TemporaryDirectory() as d:
         work = Path(d)
         (work / "top.il").write_text(text)
