@@ -33,17 +33,17 @@ blocks keep their indices).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..errors import FluidError
 from ..ir import dtypes
-from ..ir.program import Block, Operator, Program
+from ..ir.program import Operator, Program
 from ..tools import logger
 from ._graph import OpSpec, add_param, fresh_name, rebuild_block
-from .base import Pass, PassContext, get_value, register_pass, set_value
+from .base import Pass, PassContext, register_pass, set_value
+from .quantize_rnn_loop_parse import Affine, Body, Loop, NotALoopCell, one, parse_loop
 
 __all__ = ["LoopToSequence", "NotALoopCell"]
 
@@ -54,265 +54,21 @@ _GRU_ACTS = {"activation": 2, "gate_activation": 1}
 _PLAIN_ACTS = ("tanh", "sigmoid", "relu")
 
 
-class NotALoopCell(Exception):
-    """Why a loop is not one cell recurrence (it then stays a loop)."""
-
-
-@dataclass
-class _Loop:
-    """A DynamicRNN's parts: global op indices and body names."""
-
-    index: int                      # the while op
-    body: Block
-    x: str                          # the LoD sequence (StaticRNN: [T, N, D]) stepped over
-    word: str                       # the step input in the body
-    static: bool = False            # a StaticRNN (time-major dense input)
-    mems: dict[str, str | None] = field(default_factory=dict)  # body memory -> H0 / None
-    updates: dict[str, str] = field(default_factory=dict)      # body memory -> new value
-    outputs: dict[str, str] = field(default_factory=dict)      # body value -> global var
-    out_ops: list[int] = field(default_factory=list)           # array_to_lod_tensor ops
-    compute: list[Operator] = field(default_factory=list)      # the body's cell ops
-
-
-def _one(op: Operator, slot: str) -> str:
-    names = op.input(slot) or op.output(slot)
-    if len(names) != 1:
-        raise NotALoopCell(f"{op.type} has {len(names)} {slot} values")
-    return names[0]
-
-
-def _global_producers(block: Block) -> dict[str, list[tuple[int, Operator]]]:
-    out: dict[str, list[tuple[int, Operator]]] = {}
-    for i, op in enumerate(block.ops):
-        for n in op.output_arg_names:
-            out.setdefault(n, []).append((i, op))
-    return out
-
-
-def _global_readers(block: Block, name: str) -> list[tuple[int, Operator]]:
-    return [(i, op) for i, op in enumerate(block.ops) if name in op.input_arg_names]
-
-
-def _producer(prods: dict[str, list[tuple[int, Operator]]], name: str, want: str
-              ) -> Operator:
-    ps = prods.get(name, [])
-    if len(ps) != 1 or ps[0][1].type != want:
-        raise NotALoopCell(f"{name!r} is not made by one {want} op (DynamicRNN's)")
-    return ps[0][1]
-
-
-def _memory_init(prods: dict[str, list[tuple[int, Operator]]], init: str, rt: str
-                 ) -> str | None:
-    """H0 of a memory from its initial value: None (zero), or the value a
-    ``reorder_lod_tensor_by_rank`` puts in rank order (``need_reorder=True``)."""
-    ps = prods.get(init, [])
-    op = ps[0][1] if len(ps) == 1 else None
-    if not rt and (op is None or op.type != "fill_constant_batch_size_like"):
-        return init  # StaticRNN: rows in the batch's order, as H0 takes them
-    if op is not None and op.type == "fill_constant_batch_size_like":
-        if float(op.attr("value")) != 0.0:
-            raise NotALoopCell(f"memory {init!r} starts at {op.attr('value')}, not 0 (the "
-                               "recurrences start at 0 or at H0)")
-        return None
-    if op is not None and op.type == "reorder_lod_tensor_by_rank" and \
-            op.input("RankTable") == [rt]:
-        return _one(op, "X")
-    raise NotALoopCell(f"memory {init!r} is initialised in rank order (memory(init=..., "
-                       "need_reorder=False)); give it with need_reorder=True (one row per "
-                       "sequence in the input's order)")
-
-
-def parse_loop(program: Program, index: int) -> _Loop:
-    """The DynamicRNN loop of while op ``index``, its body split into the frontend's
-    bookkeeping and the cell's ops."""
-    gb = program.global_block()
-    w = gb.ops[index]
-    (bi,) = w.sub_block_indices()
-    body = program.block(bi)
-    prods = _global_producers(gb)
-    step = None
-    word: str | None = None
-    x = rt = None
-    mem_reads: dict[str, str] = {}   # read_from_array output -> mem array
-    mems: dict[str, tuple[str, str]] = {}  # shrunk memory -> (array, raw read)
-    writes: list[tuple[int, str, str]] = []  # (body position, value, array)
-    inc_at = -1
-    compute: list[Operator] = []
-    for k, op in enumerate(body.ops):
-        t = op.type
-        if t == "read_from_array":
-            arr, i = _one(op, "X"), _one(op, "I")
-            step = step or i
-            if i != step:
-                raise NotALoopCell("the body reads arrays at two different indices")
-            src = prods.get(arr, [])
-            kind = src[0][1].type if len(src) == 1 else ""
-            if kind == "lod_tensor_to_array" or (kind == "tensor_to_array" and
-                                                 src[0][1].attr("axis") == 0):
-                if word is not None:
-                    raise NotALoopCell("the body has two step inputs")
-                word, x = op.output("Out")[0], _one(src[0][1], "X")
-                rt = _one(src[0][1], "RankTable") if kind == "lod_tensor_to_array" else ""
-            else:
-                mem_reads[op.output("Out")[0]] = arr
-        elif t == "shrink_rnn_memory" and _one(op, "X") in mem_reads:
-            mems[op.output("Out")[0]] = (mem_reads.pop(_one(op, "X")), _one(op, "X"))
-        elif t == "increment" and _one(op, "X") == step:
-            inc_at = k
-        elif t == "less_than" and _one(op, "X") == step:
-            pass
-        elif t == "write_to_array" and _one(op, "I") == step:
-            writes.append((k, _one(op, "X"), op.output("Out")[0]))
-        else:
-            compute.append(op)
-    if word is None or x is None or rt is None:
-        raise NotALoopCell("no step input (DynamicRNN's lod_tensor_to_array or StaticRNN's "
-                           "tensor_to_array, then read_from_array)")
-    static = not rt
-    if mem_reads and not static:
-        raise NotALoopCell(f"the body reads arrays {sorted(set(mem_reads.values()))} without "
-                           "shrink_rnn_memory (not a DynamicRNN memory)")
-    if static and mems:
-        raise NotALoopCell("a StaticRNN body with shrink_rnn_memory")
-    if static:
-        mems = {m: (arr, m) for m, arr in mem_reads.items()}
-    loop = _Loop(index, body, x, word, static, compute=compute)
-    by_array = {arr: m for m, (arr, _) in mems.items()}
-    for k, value, arr in writes:
-        if arr in by_array:
-            if k < inc_at or by_array[arr] in loop.updates:
-                raise NotALoopCell(f"memory array {arr!r} is written out of DynamicRNN's order")
-            loop.updates[by_array[arr]] = value
-            continue
-        if k > inc_at:
-            raise NotALoopCell(f"array {arr!r} is written after the step index moves")
-        readers = [op for i, op in _global_readers(gb, arr) if i != index]
-        if len(readers) != 1 or value in loop.outputs or not _gathers(gb, readers[0], rt):
-            raise NotALoopCell(f"output array {arr!r} is not read by one "
-                               f"{'tensor_array_to_tensor' if static else 'array_to_lod_tensor'}")
-        loop.outputs[value] = readers[0].output("Out")[0]
-        loop.out_ops.append(gb.ops.index(readers[0]))
-    for m, (arr, _) in mems.items():
-        if m not in loop.updates:
-            raise NotALoopCell(f"memory {m!r} is never updated")
-        init_ops = [op for _, op in prods.get(arr, [])
-                    if op.type == "write_to_array" and op is not w]
-        others = [op for i, op in _global_readers(gb, arr) if i != index]
-        if len(init_ops) != 1 or others:
-            raise NotALoopCell(f"memory array {arr!r} is used outside the loop")
-        loop.mems[m] = _memory_init(prods, _one(init_ops[0], "X"), rt)
-    return loop
-
-
-def _gathers(gb: Block, op: Operator, rt: str) -> bool:
-    """``op`` turns an output array back into a tensor as the RNN's ``__call__`` does:
-    ``array_to_lod_tensor`` by the rank table (DynamicRNN), ``tensor_array_to_tensor``
-    stacking along axis 0 with its OutIndex unread (StaticRNN)."""
-    if rt:
-        return op.type == "array_to_lod_tensor" and op.input("RankTable") == [rt]
-    return (op.type == "tensor_array_to_tensor" and op.attr("axis") == 0 and
-            bool(op.attr("use_stack")) and
-            not any(n in o.input_arg_names for o in gb.ops for n in op.output("OutIndex")))
-
-
-# -- the cell's ops ------------------------------------------------------------------------
-
-@dataclass
-class _Affine:
-    """A linear map of the step input and the memories: ``sum_src src @ W[src] + b``."""
-
-    weights: dict[str, np.ndarray]  # source (word or a memory) -> its rows of W
-    names: dict[str, str]           # source -> W's name when W is exactly its rows
-    bias: np.ndarray | None
-    bias_name: str | None
-    ops: list[Operator]
-
-
-class _Body:
-    def __init__(self, loop: _Loop, scope: Any) -> None:
-        self.loop = loop
-        self.scope = scope
-        self.prod = {n: op for op in loop.compute for n in op.output_arg_names}
-
-    def param(self, name: str, ndim: int) -> np.ndarray:
-        v = self.loop.body._find_var_recursive(name)
-        val = get_value(self.scope, name) if self.scope is not None else None
-        if v is None or not v.persistable or val is None or np.ndim(val) not in (ndim, 2):
-            raise NotALoopCell(f"{name!r} is not a constant parameter with a value in the "
-                               "scope")
-        return np.asarray(val)
-
-    def width(self, name: str) -> int:
-        v = self.loop.body._find_var_recursive(name)
-        if v is None or len(v.shape) != 2 or v.shape[1] <= 0:
-            raise NotALoopCell(f"{name!r} needs a known [N, width] shape")
-        return int(v.shape[1])
-
-    def affine(self, out: str, sources: set[str]) -> _Affine:
-        aff = _Affine({}, {}, None, None, [])
-        op = self.prod.get(out)
-        if op is not None and op.type == "elementwise_add" and op.attr("axis") in (-1, 1):
-            b = _one(op, "Y")
-            aff.bias, aff.bias_name = self.param(b, 1).reshape(-1), b
-            aff.ops.append(op)
-            out = _one(op, "X")
-            op = self.prod.get(out)
-        terms = [out]
-        if op is not None and op.type == "sum":
-            aff.ops.append(op)
-            terms = op.input("X")
-        for t in terms:
-            if t in sources:
-                self._add(aff, t, None, None)
-                continue
-            m = self.prod.get(t)
-            if m is None or m.type != "mul" or m.attr("x_num_col_dims") != 1 or \
-                    m.attr("y_num_col_dims") != 1:
-                raise NotALoopCell(f"{t!r} is not a product of the step input or a memory "
-                                   "with a weight (an fc)")
-            aff.ops.append(m)
-            src, wname = _one(m, "X"), _one(m, "Y")
-            wv = self.param(wname, 2)
-            if src in sources:
-                self._add(aff, src, wv, wname)
-                continue
-            cat = self.prod.get(src)
-            if cat is None or cat.type != "concat" or cat.attr("axis") not in (1, -1) or \
-                    not set(cat.input("X")) <= sources:
-                raise NotALoopCell(f"the fc input {src!r} is not the step input, a memory "
-                                   "or their concat")
-            aff.ops.append(cat)
-            row = 0
-            for s in cat.input("X"):
-                n = self.width(s)
-                self._add(aff, s, wv[row:row + n], None)
-                row += n
-            if row != wv.shape[0]:
-                raise NotALoopCell(f"{wname!r} has {wv.shape[0]} rows for {row} inputs")
-        return aff
-
-    @staticmethod
-    def _add(aff: _Affine, src: str, w: np.ndarray | None, name: str | None) -> None:
-        if src in aff.weights:
-            raise NotALoopCell(f"{src!r} enters the fc twice")
-        aff.weights[src] = w  # type: ignore[assignment]  # None: the identity
-        if name is not None:
-            aff.names[src] = name
-
-
 # -- the rewrite ----------------------------------------------------------------------------
 
 class _Emit:
     """New global ops and parameters for one loop."""
 
     def __init__(self, program: Program, scope: Any, staging: dict[str, np.ndarray],
-                 loop: _Loop) -> None:
+                 loop: Loop) -> None:
         self.gb = program.global_block()
         self.scope = scope
         self.staging = staging
         self.loop = loop
         self.specs: list[OpSpec] = []
         xv = self.gb._find_var_recursive(loop.x)
+        if xv is None:
+            raise NotALoopCell(f"the stepped input {loop.x!r} is not declared")
         self.dtype = xv.dtype
         self.seq = loop.x            # the LoD sequence the whole-sequence op reads
         self.width = int(xv.shape[-1])
@@ -372,7 +128,7 @@ class _Emit:
             name = fresh_name(self.gb, f"{name}_", self.scope, v)
         return add_param(self.gb, self.staging, name, v, exact=True)
 
-    def project(self, aff: _Affine, width: int, bias: bool = True) -> str:
+    def project(self, aff: Affine, width: int, bias: bool = True) -> str:
         """The input projection over the whole sequence (mul [+ elementwise_add]), or the
         sequence itself when the step input enters unprojected."""
         word = self.loop.word
@@ -390,8 +146,9 @@ class _Emit:
         if bias and aff.bias is not None:
             assert aff.bias_name is not None
             biased = self.var(f"{self.loop.x}.proj", width)
-            bname = aff.bias_name if list(self.gb._find_var_recursive(aff.bias_name).shape) \
-                == [width] else self.param(f"{self.loop.x}.proj.b", aff.bias)
+            bv = self.gb._find_var_recursive(aff.bias_name)
+            bname = aff.bias_name if bv is not None and list(bv.shape) == [width] else \
+                self.param(f"{self.loop.x}.proj.b", aff.bias)
             self.specs.append(OpSpec("elementwise_add", {"X": [out], "Y": [bname]},
                                      {"Out": [biased]}, {"axis": 1}))
             out = biased
@@ -408,15 +165,15 @@ class _Emit:
         return seq
 
 
-def _only_memory_source(aff: _Affine, word: str, mem: str) -> None:
+def _only_memory_source(aff: Affine, word: str, mem: str) -> None:
     extra = set(aff.weights) - {word, mem}
     if extra or word not in aff.weights:
         raise NotALoopCell("the fc must read the step input (and the hidden memory)")
 
 
-def _rewrite_gru(em: _Emit, body: _Body, cell: Operator) -> None:
+def _rewrite_gru(em: _Emit, body: Body, cell: Operator) -> None:
     loop = em.loop
-    h_prev, h_new = _one(cell, "HiddenPrev"), cell.output("Hidden")[0]
+    h_prev, h_new = one(cell, "HiddenPrev"), cell.output("Hidden")[0]
     for attr, code in _GRU_ACTS.items():
         if cell.attr(attr) != code:
             raise NotALoopCell(f"gru_unit {attr} is code {cell.attr(attr)}; the quantised GRU "
@@ -425,17 +182,17 @@ def _rewrite_gru(em: _Emit, body: _Body, cell: Operator) -> None:
         raise NotALoopCell("the memory must be gru_unit's HiddenPrev, updated with its Hidden")
     if set(loop.outputs) - {h_new}:
         raise NotALoopCell("the loop may output gru_unit's Hidden only")
-    aff = body.affine(_one(cell, "Input"), {loop.word})
+    aff = body.affine(one(cell, "Input"), {loop.word})
     _only_memory_source(aff, loop.word, "")
     d = body.width(h_prev)
     used = {id(o) for o in aff.ops} | {id(cell)}
     _check_all_used(loop, used)
     proj = em.project(aff, 3 * d)
-    ins = {"Input": [proj], "Weight": [_one(cell, "Weight")]}
+    ins = {"Input": [proj], "Weight": [one(cell, "Weight")]}
     if cell.input("Bias"):
         ins["Bias"] = cell.input("Bias")
-    if loop.mems[h_prev]:
-        ins["H0"] = [loop.mems[h_prev]]  # type: ignore[list-item]
+    if (h0 := loop.mems[h_prev]) is not None:
+        ins["H0"] = [h0]
     outs = {"Hidden": [em.output(h_new, f"{h_new}.seq", d)]}
     for slot, width in (("BatchGate", 3 * d), ("BatchResetHiddenPrev", d),
                         ("BatchHidden", d)):
@@ -453,9 +210,9 @@ def _reorder(a: np.ndarray, d: int) -> np.ndarray:
     return np.concatenate([a[..., k * d:(k + 1) * d] for k in _LSTM_ORDER], axis=-1)
 
 
-def _rewrite_lstm(em: _Emit, body: _Body, cell: Operator) -> None:
+def _rewrite_lstm(em: _Emit, body: Body, cell: Operator) -> None:
     loop = em.loop
-    c_prev, c_new, h_new = _one(cell, "C_prev"), cell.output("C")[0], cell.output("H")[0]
+    c_prev, c_new, h_new = one(cell, "C_prev"), cell.output("C")[0], cell.output("H")[0]
     hs = [m for m, v in loop.updates.items() if v == h_new]
     if len(hs) != 1 or loop.updates.get(c_prev) != c_new or len(loop.mems) != 2:
         raise NotALoopCell("the memories must be lstm_unit's C_prev (updated with its C) "
@@ -463,26 +220,24 @@ def _rewrite_lstm(em: _Emit, body: _Body, cell: Operator) -> None:
     h_prev = hs[0]
     if set(loop.outputs) - {h_new, c_new}:
         raise NotALoopCell("the loop may output lstm_unit's H and C only")
-    aff = body.affine(_one(cell, "X"), {loop.word, h_prev})
+    aff = body.affine(one(cell, "X"), {loop.word, h_prev})
     _only_memory_source(aff, loop.word, h_prev)
-    if aff.weights.get(h_prev) is None:
-        raise NotALoopCell("lstm_unit's fc must read the hidden memory through a weight")
+    wh = _through_weight(aff, h_prev, "lstm_unit's fc", "hidden memory")
     _check_all_used(loop, {id(o) for o in aff.ops} | {id(cell)})
     if loop.mems[h_prev] is not None or loop.mems[c_prev] is not None:
         h0, c0 = loop.mems[h_prev], loop.mems[c_prev]
         if h0 is None or c0 is None:
             raise NotALoopCell("give both memories an initial value, or neither")
     d = body.width(c_prev)
-    wx = aff.weights[loop.word]
-    if wx is None:
-        raise NotALoopCell("lstm_unit's fc must read the step input through a weight")
+    wx = _through_weight(aff, loop.word, "lstm_unit's fc", "step input")
     bias = np.zeros(4 * d) if aff.bias is None else aff.bias.astype(np.float64)
     bias[d:2 * d] += float(cell.attr("forget_bias"))
-    proj = em.project(_Affine({loop.word: _reorder(wx, d)}, {}, None, None, []), 4 * d)
-    ins = {"Input": [proj], "Weight": [em.param(f"{h_new}.w", _reorder(aff.weights[h_prev], d))],
+    proj = em.project(Affine({loop.word: _reorder(wx, d)}, {}, None, None, []), 4 * d)
+    ins = {"Input": [proj], "Weight": [em.param(f"{h_new}.w", _reorder(wh, d))],
            "Bias": [em.param(f"{h_new}.b", _reorder(bias, d).reshape(1, -1))]}
-    if loop.mems[h_prev] is not None:
-        ins["H0"], ins["C0"] = [loop.mems[h_prev]], [loop.mems[c_prev]]  # type: ignore
+    h0, c0 = loop.mems[h_prev], loop.mems[c_prev]
+    if h0 is not None and c0 is not None:
+        ins["H0"], ins["C0"] = [h0], [c0]
     outs = {"Hidden": [em.output(h_new, f"{h_new}.seq", d)],
             "Cell": [em.output(c_new, f"{c_new}.seq", d)],
             "BatchGate": [em.var(f"{h_new}.BatchGate", 4 * d)],
@@ -493,7 +248,7 @@ def _rewrite_lstm(em: _Emit, body: _Body, cell: Operator) -> None:
                             "candidate_activation": "tanh"}))
 
 
-def _rewrite_plain(em: _Emit, body: _Body) -> None:
+def _rewrite_plain(em: _Emit, body: Body) -> None:
     loop = em.loop
     if len(loop.mems) != 1:
         raise NotALoopCell(f"{len(loop.mems)} memories and no gru_unit / lstm_unit: a plain "
@@ -506,25 +261,31 @@ def _rewrite_plain(em: _Emit, body: _Body) -> None:
                            f"{' / '.join(_PLAIN_ACTS)} (is {act.type if act else 'no op'})")
     if set(loop.outputs) - {h_new}:
         raise NotALoopCell("the loop may output the new hidden state only")
-    aff = body.affine(_one(act, "X"), {loop.word, h_prev})
+    aff = body.affine(one(act, "X"), {loop.word, h_prev})
     _only_memory_source(aff, loop.word, h_prev)
-    if aff.weights.get(h_prev) is None:
-        raise NotALoopCell("the fc must read the hidden memory through a weight")
+    wh = _through_weight(aff, h_prev, "the fc", "hidden memory")
     _check_all_used(loop, {id(o) for o in aff.ops} | {id(act)})
     d = body.width(h_prev)
     proj = em.project(aff, d, bias=aff.weights[loop.word] is not None)
     ins = {"Input": [proj],
-           "Weight": [aff.names.get(h_prev) or em.param(f"{h_new}.w", aff.weights[h_prev])]}
+           "Weight": [aff.names.get(h_prev) or em.param(f"{h_new}.w", wh)]}
     if aff.bias is not None and aff.weights[loop.word] is None:
         ins["Bias"] = [em.param(f"{h_new}.b", aff.bias.reshape(1, -1))]
-    if loop.mems[h_prev]:
-        ins["H0"] = [loop.mems[h_prev]]  # type: ignore[list-item]
+    if (h0 := loop.mems[h_prev]) is not None:
+        ins["H0"] = [h0]
     em.specs.append(OpSpec("simple_rnn", ins,
                            {"Hidden": [em.output(h_new, f"{h_new}.seq", d)]},
                            {"activation": act.type, "is_reverse": False}))
 
 
-def _check_all_used(loop: _Loop, used: set[int]) -> None:
+def _through_weight(aff: Affine, src: str, who: str, what: str) -> np.ndarray:
+    w = aff.weights.get(src)
+    if w is None:
+        raise NotALoopCell(f"{who} must read the {what} through a weight")
+    return w
+
+
+def _check_all_used(loop: Loop, used: set[int]) -> None:
     extra = [op.type for op in loop.compute if id(op) not in used]
     if extra:
         raise NotALoopCell(f"the body has ops besides the cell: {extra}")
@@ -537,7 +298,7 @@ def rewrite_loop(program: Program, scope: Any, index: int,
     returns the op type made.  Raises :class:`NotALoopCell` when the loop is not one
     cell (``program`` may then be half rewritten: work on a copy)."""
     loop = parse_loop(program, index)
-    body = _Body(loop, scope)
+    body = Body(loop, scope)
     cells = [op for op in loop.compute if op.type in ("gru_unit", "lstm_unit")]
     if len(cells) > 1:
         raise NotALoopCell(f"the body holds {len(cells)} cells")
