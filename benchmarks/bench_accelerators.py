@@ -145,15 +145,29 @@ class BenchModel:
     quant: QuantConfig | None = None   # None: int8
     precision: str = "int8"
     optimize: str = "throughput"
+    #: the bench's default: automatic folding may add LUT multipliers (``--lut-multipliers``
+    #: / ``--no-lut-multipliers`` override it)
+    lut_multipliers: bool = False
+    #: the bench's default ``--target-fps`` (at the 100 MHz target clock): the cheapest
+    #: folding reaching it instead of the fastest within the budget; None: the fastest
+    target_fps: float | None = None
 
+
+#: the digits MLPs' default targets at the 100 MHz target clock (docs/accelerators.md):
+#: int8 II 64 (1.3 M/s needs II <= 76 there; latency mode, 244 cycles), LUT products
+#: beside the DSPs; w4a4 II 32 (the fastest the 85 % budget holds)
+DIGITS_FPS = 1.3e6
+W4A4_FPS = 3.0e6
 
 BENCH_MODELS: dict[str, BenchModel] = {m.name: m for m in (
     BenchModel("digits_mlp", "digits MLP 64-128-64-10", models.digits_mlp, (64,), "digits",
                Goal(">= 1.3 M/s and above the bound, latency <= 2.5 us (stretch 1.8 M/s, "
-                    "2 us)", min_throughput=1.3e6, above_bound=True, max_latency_us=2.5)),
+                    "2 us)", min_throughput=1.3e6, above_bound=True, max_latency_us=2.5),
+               optimize="latency", lut_multipliers=True, target_fps=DIGITS_FPS),
     BenchModel("mlp_w4a4", "digits MLP 64-128-64-10 w4a4", models.digits_mlp, (64,),
                "digits", Goal(">= 2.5 M/s (stretch 4 M/s)", min_throughput=2.5e6),
-               quant=QuantConfig(weight_bits=4, activation_bits=4), precision="w4a4"),
+               quant=QuantConfig(weight_bits=4, activation_bits=4), precision="w4a4",
+               lut_multipliers=True, target_fps=W4A4_FPS),
     BenchModel("lenet5", "LeNet-5 28x28x1", models.lenet5, (1, 28, 28), "random", _CNN_GOAL),
     BenchModel("ds_cnn", "DS-CNN (MLPerf Tiny KWS)", models.ds_cnn, (1, 49, 10), "random",
                _CNN_GOAL),
@@ -177,7 +191,13 @@ class BenchOptions:
     inputs: int = 32          # simulated inputs of the random-data models
     placer: str | None = None
     pnr_timeout_s: float | None = None
-    lut_multipliers: bool = False  # automatic folding may add LUT multipliers
+    #: automatic folding may add LUT multipliers; None: each model's default
+    lut_multipliers: bool | None = None
+    #: the cheapest folding reaching this rate at the target clock; None: each model's
+    #: default (0: the fastest folding within the budget)
+    target_fps: float | None = None
+    #: ``throughput`` or ``latency``; None: each model's default
+    optimize: str | None = None
 
 
 # ---- provenance -----------------------------------------------------------------------------
@@ -240,29 +260,41 @@ def _prepare(bm: BenchModel, d: Path, n_inputs: int
     return model_dir, calib, sim, labels, how, int(models.macs(m.test_program))
 
 
-def _compile_options(bm: BenchModel, fraction: float, lut_multipliers: bool = False
+def _compile_options(bm: BenchModel, fraction: float, lut_multipliers: bool = False,
+                     target_fps: float | None = None, optimize: str | None = None
                      ) -> tuple[CompileOptions, str]:
     """The compile options (automatic folding for the board within ``fraction``, with LUT
-    multipliers when asked); the latency mode where this version of the compiler has
-    one."""
+    multipliers when asked, the cheapest folding reaching ``target_fps`` when given); the
+    latency mode where this version of the compiler has one."""
     kw: dict[str, Any] = {}
     fold: dict[str, Any] = {}
+    if target_fps:
+        fold["target_fps"] = target_fps
     if lut_multipliers:
         if "lut_multipliers" not in {f.name for f in dataclasses.fields(FoldingPolicy)}:
             raise RuntimeError("--lut-multipliers: this compiler's automatic folding has no "
                                "LUT multipliers")
         fold["lut_multipliers"] = True
     mode = "throughput"
-    if bm.optimize != "throughput":
+    want = optimize or bm.optimize
+    if want != "throughput":
         names = {f.name for f in dataclasses.fields(CompileOptions)}
         if "optimize" in names:
-            kw["optimize"] = mode = bm.optimize
+            kw["optimize"] = mode = want
         else:
-            mode = f"throughput (no {bm.optimize} mode in this compiler)"
+            mode = f"throughput (no {want} mode in this compiler)"
     opts = CompileOptions(target=BOARD, folding=FoldingPolicy("device-fit", fraction=fraction,
                                                               **fold),
                           quant=bm.quant, **kw)
     return opts, mode
+
+
+def model_settings(bm: BenchModel, options: BenchOptions) -> tuple[bool, float | None]:
+    """``(lut_multipliers, target_fps)`` of a model's run: the options' where given, else
+    the model's defaults (a target of 0 is none: the fastest folding)."""
+    lut = bm.lut_multipliers if options.lut_multipliers is None else options.lut_multipliers
+    fps = bm.target_fps if options.target_fps is None else options.target_fps
+    return lut, fps or None
 
 
 # ---- the bitstream cache --------------------------------------------------------------------
@@ -387,11 +419,15 @@ def run_model(name: str, options: BenchOptions) -> dict[str, Any]:
     say(f"{name}: building the model ({bm.data} data)")
     model_dir, calib, sim, labels, how, macs = _prepare(bm, d, options.inputs)
     entry["how"] = how
-    opts, mode = _compile_options(bm, options.fraction, options.lut_multipliers)
+    lut, fps = model_settings(bm, options)
+    opts, mode = _compile_options(bm, options.fraction, lut, fps, options.optimize)
     entry["optimize"] = mode
-    entry["lut_multipliers"] = options.lut_multipliers
+    entry["lut_multipliers"] = lut
+    entry["target_fps"] = fps
     say(f"{name}: {macs:,} MACs; compiling for {BOARD} (automatic folding, "
-        f"{round(100 * options.fraction)} % budget, {bm.precision}, optimise {mode})")
+        f"{round(100 * options.fraction)} % budget, {bm.precision}, optimise {mode}"
+        + (", LUT multipliers" if lut else "")
+        + (f", target {fps:,.0f}/s at the target clock" if fps else "") + ")")
     build = d / "build"
     st = compile_model(model_dir, build, opts, calibration=calib)
     if st.lowered is None:
@@ -533,8 +569,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "the target clock (assumed, marked so) and estimated resources")
     ap.add_argument("--inputs", type=int, default=32, help="simulated inputs of the "
                     "random-data models (default 32)")
-    ap.add_argument("--lut-multipliers", action="store_true", help="automatic folding may "
-                    "build products beyond the DSPs as LUT multipliers")
+    ap.add_argument("--lut-multipliers", action=argparse.BooleanOptionalAction,
+                    default=None, help="automatic folding may build products beyond the "
+                    "DSPs as LUT multipliers (default: the model's; the digits MLPs use them)")
+    ap.add_argument("--target-fps", type=float, default=None, help="the cheapest folding "
+                    "reaching this many inferences/s at the 100 MHz target clock (default: "
+                    "the model's; 0: the fastest folding within the budget)")
+    ap.add_argument("--optimize", choices=("throughput", "latency"), help="the compile's "
+                    "optimisation (default: the model's)")
     ap.add_argument("--placer", help="nextpnr placer (default: the board's)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")
     ap.add_argument("--table", action="store_true", help="only print the table of "
@@ -547,7 +589,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     opts = BenchOptions(out=args.out, fraction=args.fraction, bitstream=not args.no_bitstream,
                         inputs=args.inputs, placer=args.placer,
-                        lut_multipliers=args.lut_multipliers)
+                        lut_multipliers=args.lut_multipliers, target_fps=args.target_fps,
+                        optimize=args.optimize)
     results = run(names, opts)
     print()
     print(table({k: results[k] for k in names if k in results}))

@@ -73,3 +73,29 @@ def test_jet_mlp_simulated(tmp_path, capsys):
     assert key != bench.bitstream_key(build, bench.BenchOptions(out=tmp_path,
                                                                 placer="heap"), versions)
     assert key != bench.bitstream_key(build, opts, {**versions, "nextpnr-ecp5": "2.1"})
+
+
+def test_digits_models_default_to_lut_multipliers_and_their_target(tmp_path):
+    """The digits MLPs' defaults (LUT products beside the DSPs, the cheapest folding
+    reaching the model's target rate; int8 in latency mode) and the options overriding
+    them; the int8 default lowers to II 64 with LUT products on the 85F (estimate)."""
+    bench = _bench()
+    digits, w4a4 = bench.BENCH_MODELS["digits_mlp"], bench.BENCH_MODELS["mlp_w4a4"]
+    plain = bench.BenchOptions(out=tmp_path)
+    assert bench.model_settings(digits, plain) == (True, bench.DIGITS_FPS)
+    assert bench.model_settings(w4a4, plain) == (True, bench.W4A4_FPS)
+    assert bench.model_settings(bench.BENCH_MODELS["lenet5"], plain) == (False, None)
+    off = bench.BenchOptions(out=tmp_path, lut_multipliers=False, target_fps=0)
+    assert bench.model_settings(digits, off) == (False, None)
+    opts, mode = bench._compile_options(digits, 0.85, True, bench.DIGITS_FPS)
+    assert mode == "latency" and opts.folding.lut_multipliers
+    assert opts.folding.target_fps == bench.DIGITS_FPS
+
+    from fluid_hw.backends.fpga import compile_model
+
+    model_dir, calib, _, _, _, _ = bench._prepare(digits, tmp_path, 1)
+    st = compile_model(model_dir, tmp_path / "build", opts, calibration=calib,
+                       stop_after="lower")
+    assert st.lowered is not None
+    assert st.lowered.estimate().initiation_interval == 64
+    assert sum(getattr(s, "lut_mults", 0) for s in st.lowered.specs) > 0
