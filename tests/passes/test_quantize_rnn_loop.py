@@ -408,3 +408,59 @@ def test_fpga_partition_runs_the_plain_cell_on_the_host():
             assert "quantized_rnn" in host and fpga[0] == ["quantized_fc"]
         else:
             assert fpga[0][:3] == ["quantized_fc", "quantized_gru", "sequence_pool"]
+
+
+def _idioms(kind: str, x):
+    """Other ways users write the same cells (Fluid 1.x): the GRU's projection before the
+    loop, one fc over concat([x, h]), an fc without bias, an LSTM outputting its cell."""
+    if kind == "gru_outer":
+        x = layers.fc(x, size=3 * HIDDEN)
+    drnn = layers.DynamicRNN()
+    with drnn.block():
+        word = drnn.step_input(x)
+        prev = drnn.memory(shape=[HIDDEN], value=0.0)
+        if kind == "gru_outer":
+            h, _, _ = layers.gru_unit(word, prev, size=3 * HIDDEN, origin_mode=True)
+        elif kind == "tanh_concat":
+            h = layers.fc(layers.concat([word, prev], axis=1), size=HIDDEN, act="tanh")
+        elif kind == "relu_nobias":
+            h = layers.fc([word, prev], size=HIDDEN, act="relu", bias_attr=False)
+        else:  # lstm_cell_out
+            cp = drnn.memory(shape=[HIDDEN], value=0.0)
+            h, c = layers.lstm_unit(word, prev, cp)
+            drnn.update_memory(cp, c)
+            drnn.output(c)
+        drnn.update_memory(prev, h)
+        drnn.output(h)
+    outs = drnn()
+    return outs if isinstance(outs, list) else [outs]
+
+
+@pytest.mark.parametrize("kind, made", [("gru_outer", "gru"), ("tanh_concat", "simple_rnn"),
+                                        ("relu_nobias", "simple_rnn"),
+                                        ("lstm_cell_out", "lstm")])
+def test_other_idioms_of_the_same_cells(kind, made):
+    main, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = 11
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = layers.data(name="x", shape=[D_IN], dtype="float32", lod_level=1)
+        outs = _idioms(kind, x)
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    names = [o.name for o in outs]
+    ctx = PassContext(scope=scope, fetch_names=names)
+    prog = PassManager(["prune", LoopToSequence(), fixpoint("dead_code_elimination")]).run(
+        main, ctx)
+    types = [o.type for o in prog.global_block().ops]
+    assert made in types and "while" not in types, (types, ctx.reports)
+    feed = _feed(np.random.default_rng(8), 0, lengths=[4, 1, 30, 9])
+    want = exe.run(main, feed=feed, fetch_list=names, scope=scope)
+    got = exe.run(prog, feed=feed, fetch_list=names, scope=scope)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=0, atol=2e-6)
+    rng = np.random.default_rng(9)
+    q = quantize(main, [_feed(rng, 16) for _ in range(2)], QuantConfig(), scope=scope,
+                 executor=exe, fetch_names=names, feed_names=["x"])
+    qtypes = [o.type for o in q.global_block().ops]
+    assert {"gru": "quantized_gru", "lstm": "quantized_lstm"}.get(made, "quantized_rnn") \
+        in qtypes and "while" not in qtypes, qtypes
