@@ -464,3 +464,42 @@ def test_other_idioms_of_the_same_cells(kind, made):
     qtypes = [o.type for o in q.global_block().ops]
     assert {"gru": "quantized_gru", "lstm": "quantized_lstm"}.get(made, "quantized_rnn") \
         in qtypes and "while" not in qtypes, qtypes
+
+
+# -- the quantized_rnn op itself -------------------------------------------------------------
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+@pytest.mark.parametrize("initial", [False, True], ids=["zero_state", "h0"])
+def test_quantized_rnn_matches_the_python_int_model(reverse, initial):
+    """Random integer parameters (every rail reached), lengths 1..50 in no order."""
+    import ast
+    import inspect
+
+    from fluid_hw.backends.cpu.kernels import quant_rnn as kernels
+    from tests.ops._quant_rnn_model import run_cell
+
+    rng = np.random.default_rng([reverse, initial, 3])
+    d, lengths = 6, [1, 50, 7, 1, 23, 2, 1, 38, 12, 5, 1, 49]
+    p = {"Weight": rng.integers(-127, 128, (d, d)).astype(np.int8),
+         "GateMultiplier": rng.integers(0, 2**15, (2, d)).astype(np.int32),
+         "GateShift": rng.integers(20, 26, (2, d)).astype(np.int32),
+         "Tables": rng.integers(-128, 128, (1, 256)).astype(np.int8)}
+    x = rng.integers(-30000, 30001, (sum(lengths), d)).astype(np.int32)
+    init = {"H0": rng.integers(-128, 128, (len(lengths), d)).astype(np.int8)} if initial \
+        else {}
+    attrs = {"is_reverse": reverse, "activation": "tanh"}
+    for table in (p["Tables"], np.arange(-128, 128, dtype=np.int8).reshape(1, 256)):
+        p["Tables"] = table
+        got = run_cell("quantized_rnn", x, lengths, p, attrs, init)["Hidden"]
+        want = rnn_model(x, lengths, p, attrs, init.get("H0"))
+        assert got.dtype == np.int8
+        np.testing.assert_array_equal(got, want)
+    # with the identity table h is the requantiser's output: both rails reached
+    assert {-128, 127} <= set(np.unique(want).tolist())
+    # integers only, as the other golden kernels
+    for fn in ("quantized_rnn", "_run_steps", "_cell_inputs"):
+        for node in ast.walk(ast.parse(inspect.getsource(getattr(kernels, fn)))):
+            assert not isinstance(node, ast.Div), f"{fn}: true division"
+            name = node.attr if isinstance(node, ast.Attribute) else \
+                node.id if isinstance(node, ast.Name) else None
+            assert name not in {"float", "float32", "float64", "rint", "round"}, fn
