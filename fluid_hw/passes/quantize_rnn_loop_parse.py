@@ -154,6 +154,10 @@ def parse_loop(program: Program, index: int) -> Loop:
         others = [op for i, op in _global_readers(gb, arr) if i != index]
         if len(init_ops) != 1 or others:
             raise NotALoopCell(f"memory array {arr!r} is used outside the loop")
+        zero = prods.get(one(init_ops[0], "I"), [])
+        if len(zero) != 1 or zero[0][1].type != "fill_constant" or \
+                float(zero[0][1].attr("value")) != 0.0:
+            raise NotALoopCell(f"memory array {arr!r} is not initialised at step 0")
         loop.mems[m] = _memory_init(prods, one(init_ops[0], "X"), rt)
     return loop
 
