@@ -659,8 +659,10 @@ def _binding(units: Sequence[FoldUnit], opts: Mapping[str, _Option], budget: Fol
         names = ["LUT"] + [n for n in names if n not in ("DSP", "LUT")]
         why = (f"the next faster balanced folding, II {lim.next_ii}, needs {needs} with its "
                "extra products in LUTs: the DSPs are spent and the LUTs cannot hold the rest")
-    else:
+    elif needs:
         why = f"the next faster balanced folding, II {lim.next_ii}, needs {needs}"
+    else:
+        why = f"the next faster balanced folding, II {lim.next_ii}, does not fit"
     return " and ".join(names) or "the budget", why + " (the stages' share of the budget)"
 
 

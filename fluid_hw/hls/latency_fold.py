@@ -29,8 +29,8 @@ its greedy descent.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from math import prod
 
 from fluid_hw.rtl.mvau import mvau_latency
@@ -51,12 +51,6 @@ MAX_COMBINATIONS = 1_000_000
 #: cycles a layer adds besides its MAC and requantiser pipeline: issue, output queue,
 #: link FIFO and lane converter (about; the proxy only ranks)
 _LINK = 5
-
-
-@dataclass(frozen=True)
-class _Cand:
-    proxy: float
-    opts: tuple[_Option, ...]
 
 
 def proxy_latency(folds: Sequence[tuple[int, int, int, int]]) -> float:
@@ -111,51 +105,62 @@ def latency_search(units: Sequence[FoldUnit], fixed: Mapping[str, tuple[int, int
                  for o in opts} for u, opts in zip(units, per_unit)]
     dsp_room = budget.dsp if budget.dsp is not None else float("inf")
     lut_room = budget.lut if budget.lut is not None else float("inf")
-    # per option: (DSPs, LUTs, LUTs a product in LUTs or None, products, proxy fold)
-    table = [[(o.res.dsp, o.res.lut, lc[(o.pe, o.simd)], o.macs, (u.mw, u.mh, o.pe, o.simd))
-              for o in opts] for u, opts, lc in zip(units, per_unit, lut_cost)]
+    # per option: (DSPs, LUTs, LUTs a product in LUTs or None, products, NF * SF plus
+    # the pipeline depth, SF, the output's span (NF - 1) * SF): proxy_latency's terms
+    table = []
+    for u, opts, lc in zip(units, per_unit, lut_cost):
+        rows = []
+        for o in opts:
+            sf, nf = u.mw // o.simd, u.mh // o.pe
+            depth = mvau_latency(o.simd, pe=o.pe, sf=sf, stream_input=True) + _LINK
+            rows.append((o.res.dsp, o.res.lut, lc[(o.pe, o.simd)], o.macs, nf * sf + depth,
+                         sf, (nf - 1) * sf))
+        table.append(rows)
     # the least DSPs (LUTs) the layers after each one need: partial sums above the room
     # (with no LUT multipliers to take the excess) end a branch early
     rest_dsp = [sum(min(r[0] for r in t) for t in table[k:]) for k in range(len(table) + 1)]
     rest_lut = [sum(min(r[1] for r in t) for t in table[k:]) for k in range(len(table) + 1)]
-    cands: list[_Cand] = []
+    cands: list[tuple[float, int, tuple[int, ...]]] = []
+    picked: list[int] = []
+    chosen: list[tuple] = []
 
-    def visit(k: int, rows: list[tuple], dsp: int, lut: float) -> None:
+    def visit(k: int, dsp: int, lut: float, proxy: float, span: int) -> None:
         if k == len(table):
-            add(rows, dsp, lut)
+            add(dsp, lut, proxy)
             return
         for i, r in enumerate(table[k]):
             d, lu = dsp + r[0], lut + r[1]
             if (not lut_multipliers and d + rest_dsp[k + 1] > dsp_room) or \
                     lu + rest_lut[k + 1] > lut_room:
                 continue
-            rows.append((*r, i))
-            visit(k + 1, rows, d, lu)
-            rows.pop()
+            # the first fold overlaps the input's arrival (the first layer's: its beats)
+            overlap = min(r[5] - 1, span if k else r[5] - 1)
+            picked.append(i)
+            chosen.append(r)
+            visit(k + 1, d, lu, proxy + r[4] - overlap, r[6])
+            picked.pop()
+            chosen.pop()
 
-    def add(rows: list[tuple], dsp: int, lut: float) -> None:
-        products = 0.0  # LUTs of the LUT products
+    def add(dsp: int, lut: float, proxy: float) -> None:
         over = dsp - dsp_room
         if over > 0:  # the cheapest LUT products that free the excess DSPs
-            costs = sorted((r[2], r[3]) for r in rows if r[2] is not None)
+            costs = sorted((r[2], r[3]) for r in chosen if r[2] is not None)
             if sum(n for _, n in costs) < over:
                 return
             for c, n in costs:
                 take = min(n, over)
-                products += c * take
+                lut += c * take
                 over -= take
                 if not over:
                     break
-            if lut + products > lut_room:
+            if lut > lut_room:
                 return
-        cands.append(_Cand(latency_score(proxy_latency([r[4] for r in rows]), lut + products),
-                           tuple(o[r[5]] for o, r in zip(per_unit, rows))))
+        cands.append((latency_score(proxy, lut), sum(r[3] for r in chosen), tuple(picked)))
 
-    visit(0, [], 0, 0.0)
-    cands.sort(key=lambda c: (c.proxy, sum(o.macs for o in c.opts)))
+    visit(0, 0, 0.0, 0.0, 0)
     scored: list[tuple[float, int, int, dict[str, tuple[int, int]], dict[str, int]]] = []
-    for c in cands[:EXACT]:
-        opts = list(c.opts)
+    for _, _, idx in heapq.nsmallest(EXACT, cands):
+        opts = [o[i] for o, i in zip(per_unit, idx)]
         if budget.dsp is not None and sum(o.res.dsp for o in opts) > budget.dsp:
             traded = with_lut_products(units, opts, budget)
             if traded is None:
