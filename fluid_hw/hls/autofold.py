@@ -531,7 +531,7 @@ def autofold(specs: Sequence[StageSpec], device: DeviceLike, *,
                       clock_mhz, whole, last_err, graph, lut_multipliers)
     if optimize == "latency":
         folding, lut = _latency_folding(units, opts, folding, lut, fixed, whole, limits,
-                                        budget, lut_multipliers)
+                                        budget, lut_multipliers, ii_target)
     res, est = whole(folding, lut, timing=True)
     chosen = _apply(specs, folding, lut)
     used, in_luts = multipliers_used(chosen)
@@ -553,11 +553,12 @@ def _latency_folding(units: Sequence[FoldUnit], opts: dict[str, _Option],
                      folding: dict[str, tuple[int, int]], lut: dict[str, int],
                      fixed: Mapping[str, tuple[int, int]], whole: Any,
                      limits: Mapping[str, int], budget: FoldingBudget,
-                     lut_multipliers: bool) -> tuple[dict[str, tuple[int, int]],
-                                                     dict[str, int]]:
+                     lut_multipliers: bool, ii_target: int | None = None
+                     ) -> tuple[dict[str, tuple[int, int]], dict[str, int]]:
     """The latency mode's folding: the better (:func:`~.latency_fold.latency_score`,
     then LUTs, then DSPs) of :func:`~.latency_fold.latency_search` and the greedy
-    descent from the balanced folding (:func:`_prefer_latency`).  Updates ``opts``."""
+    descent from the balanced folding (:func:`_prefer_latency`); with a requested rate
+    (``ii_target``) no layer slower than it.  Updates ``opts``."""
     def cost(f: dict[str, tuple[int, int]], lm: dict[str, int]) -> tuple[float, int, int]:
         got = _fits_latency(whole, limits, f, lm)
         assert got is not None  # both searches keep within the limits
@@ -566,7 +567,7 @@ def _latency_folding(units: Sequence[FoldUnit], opts: dict[str, _Option],
     tried = [_prefer_latency(units, dict(opts), folding, lut, fixed, whole, limits)]
     found = latency_search(units, fixed, budget,
                            lambda f, lm: _fits_latency(whole, limits, f, lm),
-                           lut_multipliers)
+                           lut_multipliers, ii_target)
     if found is not None:
         tried.append(found)
     folding, lut = min(tried, key=lambda fl: cost(*fl))

@@ -87,18 +87,21 @@ def latency_search(units: Sequence[FoldUnit], fixed: Mapping[str, tuple[int, int
                    budget: FoldingBudget, latency: Callable[[dict[str, tuple[int, int]],
                                                               dict[str, int]],
                                                              tuple[int, int, int] | None],
-                   lut_multipliers: bool = False
+                   lut_multipliers: bool = False, max_ii: int | None = None
                    ) -> tuple[dict[str, tuple[int, int]], dict[str, int]] | None:
     """The folding (and LUT products per layer) of :mod:`this module's <.latency_fold>`
     search, or None where the layers have too many combinations.  ``budget``: the
     stages' share of the device (DSP, LUT); ``latency(folding, lut_mults)``: the exact
-    ``(latency cycles, LUTs, DSPs)`` of a folding, None where it is over the budget."""
+    ``(latency cycles, LUTs, DSPs)`` of a folding, None where it is over the budget;
+    ``max_ii``: a requested rate's initiation interval, which no layer may exceed."""
     per_unit: list[list[_Option]] = []
     for u in units:
         if u.name in fixed:
             per_unit.append([u.option(*(int(v) for v in fixed[u.name]))])
         else:
-            per_unit.append(list(u.options))
+            per_unit.append([o for o in u.options if max_ii is None or o.ii <= max_ii])
+    if not all(per_unit):
+        return None
     if prod(len(c) for c in per_unit) > MAX_COMBINATIONS:
         return None
     lut_cost = [{(o.pe, o.simd): _lut_per_product(u, o) if lut_multipliers else None

@@ -73,3 +73,13 @@ def test_proxy_latency_counts_the_first_folds_overlap():
     depth = mvau_latency(4, pe=2, sf=4, stream_input=True)
     assert latency_fold.proxy_latency([(16, 8, 2, 4)]) == \
         16 - 3 + depth + latency_fold._LINK
+
+
+def test_latency_search_keeps_a_requested_rate():
+    """With --target-fps the latency search takes no layer slower than the rate's II
+    (the jet MLP's smallest-score folding with LUT products has II 32)."""
+    dev = get_board("ulx3s-85f").device
+    low = autofold(_jet_specs(), dev, optimize="latency", lut_multipliers=True,
+                   target_fps=100e6 / 16, clock_mhz=100)
+    assert low.initiation_interval <= 16
+    assert all(low.resources[r] <= low.limits[r] for r in low.limits)
