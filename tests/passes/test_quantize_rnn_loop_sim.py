@@ -70,3 +70,40 @@ def test_dynamic_rnn_cell_compiles_to_the_recurrent_stage_bit_exact(cell, tmp_pa
     assert abs(meas["cycles_per_step_vs_estimate"] - 1) < 0.05
     print(f"DynamicRNN {cell} hidden {HIDDEN}: {meas['cycles_per_step']:.2f} cycles per step "
           f"measured, {meas['estimated_cycles_per_step']} estimated")
+
+
+@pytest.mark.slow
+def test_static_rnn_gru_compiles_to_a_recurrent_region_bit_exact(tmp_path):
+    """A StaticRNN over a time-major [T, N, D] input: the host makes N sequences of T
+    steps (transpose2, sequence_unpad), the recurrent stage runs them (whole-sequence
+    output), the host stacks them back; bit-exact through both regions."""
+    steps = 12
+    prog, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = 1
+    with fluid.program_guard(prog, startup), fluid.unique_name.guard():
+        xs = layers.data(name="xs", shape=[steps, -1, COEFFS], dtype="float32",
+                         append_batch_size=False)
+        rnn = layers.StaticRNN()
+        with rnn.step():
+            word = rnn.step_input(xs)
+            prev = rnn.memory(shape=[-1, HIDDEN], batch_ref=word)
+            h, _, _ = layers.gru_unit(layers.fc(word, size=3 * HIDDEN), prev,
+                                      size=3 * HIDDEN)
+            rnn.update_memory(prev, h)
+            rnn.step_output(h)
+        last = layers.slice(rnn(), axes=[0], starts=[steps - 1], ends=[steps])
+        prob = layers.fc(layers.reshape(last, [-1, HIDDEN]), size=4, act="softmax")
+    exe = fluid.Executor()
+    exe.run(startup)
+    fio.save_inference_model(str(tmp_path / "model"), ["xs"], [prob], exe, main_program=prog)
+    x = np.random.default_rng(0).standard_normal((steps, 16, COEFFS)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    build = tmp_path / "build"
+    assert main(["compile", str(tmp_path / "model"), "--target", "sim", "--out", str(build),
+                 "--calibration", str(tmp_path / "x.npy")]) == 0
+    segments = json.loads((build / "segments.json").read_text())["segments"]
+    fpga = [s["ops"] for s in segments if s["where"].startswith("fpga")]
+    assert fpga[0] == ["quantized_fc", "quantized_gru"]
+    assert main(["simulate", str(build), "--inputs", str(tmp_path / "x.npy")]) == 0
+    report = json.loads((build / "report.json").read_text())
+    assert report["bit_exact"] and report["inputs"] == 16
