@@ -223,6 +223,28 @@ class RecurrentUnit(Component):
         r1, s1 = pp.reg(shape, av.as_signed() * bv.as_signed(), s, f"{tag}_p")
         return pp.reg(shape, r1, s1, f"{tag}_q")
 
+    def _srq_dsp_term(self, m: Module, pp: _Pipe, p: tuple[Value, int], mult: Any, s: int,
+                      tag: str) -> tuple[Value, int]:
+        """A sum-requantiser term's product ``p * m`` at stage ``s + 3`` through
+        MULT18X18Ds with their own registers (:func:`~._dsp.dsp_product`): the input
+        registers are the operand stage (``s + 1``), the output register the first
+        product stage, a fabric register (adding the two partial products of a ``p``
+        wider than 18 bits: its low 17 bits and its high part) the second."""
+        pv = pp.at(p, s).as_signed()
+        mv = Const(mult, unsigned(16)) if isinstance(mult, int) else \
+            pp.at(mult, s).as_unsigned()
+        m18 = Cat(mv, Const(0, 1)).as_signed()
+        if len(pv) > 35:
+            raise HardwareConfigError(f"{self.name}: a {len(pv)}-bit requantiser operand")
+        pieces = [(pv, 0)] if len(pv) <= 18 else \
+            [(Cat(pv[:17], Const(0, 1)).as_signed(), 0), (pv[17:].as_signed(), 17)]
+        total: Value | None = None
+        for k, (a, sh) in enumerate(pieces):
+            q = dsp_product(m, a, m18, f"{pp.name}_{tag}_m{k}")[:len(a) + 17].as_signed()
+            total = q << sh if total is None else total + (q << sh)
+        assert total is not None
+        return pp.reg(signed(len(pv) + 17), total, s + 2, f"{tag}_u")
+
     def _srq(self, m: Module, pp: _Pipe, terms: Sequence[tuple[tuple[Value, int], Any, Any]],
              lo: int, hi: int, tag: str, max_dn: int = 47) -> tuple[Value, int]:
         """The sum requantiser over ``(product, m, n)`` terms (``m`` / ``n`` ints or
@@ -237,6 +259,9 @@ class RecurrentUnit(Component):
         # s + 3: no multiplier and partial-product adder in one cycle
         prods = []
         for j, (p, mult, _) in enumerate(terms):
+            if self.ff_style == "trellis":
+                prods.append(self._srq_dsp_term(m, pp, p, mult, s, f"{tag}_{j}"))
+                continue
             pv = pp.at(p, s + 1).as_signed()
             mv = Const(mult, unsigned(16)) if isinstance(mult, int) else \
                 pp.at(mult, s + 1).as_unsigned()
