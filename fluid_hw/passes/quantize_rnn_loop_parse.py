@@ -123,6 +123,8 @@ def parse_loop(program: Program, index: int) -> Loop:
         raise NotALoopCell("no step input (DynamicRNN's lod_tensor_to_array or StaticRNN's "
                            "tensor_to_array, then read_from_array)")
     static = not rt
+    if not static:
+        _check_rank_table(gb, prods, rt, x)
     if mem_reads and not static:
         raise NotALoopCell(f"the body reads arrays {sorted(set(mem_reads.values()))} without "
                            "shrink_rnn_memory (not a DynamicRNN memory)")
@@ -160,6 +162,20 @@ def parse_loop(program: Program, index: int) -> Loop:
             raise NotALoopCell(f"memory array {arr!r} is not initialised at step 0")
         loop.mems[m] = _memory_init(prods, one(init_ops[0], "X"), rt)
     return loop
+
+
+def _check_rank_table(gb: Block, prods: dict[str, list[tuple[int, Operator]]], rt: str,
+                      x: str) -> None:
+    """The steps are those of ``x``'s sequences: its rank table is ``x``'s at level 0 and
+    ``x`` has one LoD level (what the whole-sequence ops step over)."""
+    ps = prods.get(rt, [])
+    xv = gb._find_var_recursive(x)
+    if len(ps) != 1 or ps[0][1].type != "lod_rank_table" or ps[0][1].input("X") != [x] or \
+            ps[0][1].attr("level") != 0:
+        raise NotALoopCell(f"the rank table {rt!r} is not {x!r}'s at level 0")
+    if xv is None or xv.lod_level != 1:
+        raise NotALoopCell(f"the step input {x!r} has lod_level "
+                           f"{xv.lod_level if xv else '?'}; the whole-sequence ops take 1")
 
 
 def _gathers(gb: Block, op: Operator, rt: str) -> bool:

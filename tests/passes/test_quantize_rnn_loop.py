@@ -503,3 +503,27 @@ def test_quantized_rnn_matches_the_python_int_model(reverse, initial):
             name = node.attr if isinstance(node, ast.Attribute) else \
                 node.id if isinstance(node, ast.Name) else None
             assert name not in {"float", "float32", "float64", "rint", "round"}, fn
+
+
+@pytest.mark.parametrize("level", [0, 1])
+def test_nested_lod_input_stays_a_loop(level):
+    """A two-level LoD input (steps over its level-0 or level-1 sequences): the whole-
+    sequence ops step over one level only, so the loop stays, with the reason."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = layers.data(name="x", shape=[D_IN], dtype="float32", lod_level=2)
+        drnn = layers.DynamicRNN()
+        with drnn.block():
+            word = drnn.step_input(x, level=level)
+            prev = drnn.memory(shape=[HIDDEN], value=0.0)
+            h = layers.fc([word, prev], size=HIDDEN, act="tanh")
+            drnn.update_memory(prev, h)
+            drnn.output(h)
+        out = drnn()
+    scope = fluid.Scope()
+    fluid.Executor().run(startup, scope=scope)
+    ctx = PassContext(scope=scope, fetch_names=[out.name])
+    prog = PassManager(["prune", LoopToSequence()]).run(main, ctx)
+    assert "while" in [o.type for o in prog.global_block().ops]
+    (note,) = ctx.reports["rnn_loop_to_sequence"]
+    assert "stays a float loop" in note and ("level 0" in note or "lod_level 2" in note)
