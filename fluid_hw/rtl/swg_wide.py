@@ -40,11 +40,12 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ._util import Component, HardwareConfigError, ceil_log2
-from .stream import CreditQueue, credit_depth
+from .stream import CreditQueue, SkidBuffer, credit_depth
 from .swg import ROW_OVERHEAD, ROW_READY_DELAY, WindowGeometry, line_rows, ring_add, row_release
 
 __all__ = ["WideWindow", "use_wide_window", "wide_window_cycles", "wide_row_reads",
-           "WIDE_QUEUE_DEPTH", "WIDE_LOAD_LATENCY", "WIDE_READ_LATENCY"]
+           "WIDE_QUEUE_DEPTH", "WIDE_LOAD_LATENCY", "WIDE_READ_LATENCY",
+           "WIDE_INPUT_LATENCY", "WIDE_ROW_READY_DELAY"]
 
 #: Cycles from a loader read to the column entering the queue: the memory read, then
 #: a fabric register (a block RAM's 5.6 ns clock-to-out, docs/HARDWARE rules).
@@ -53,6 +54,16 @@ WIDE_READ_LATENCY = 2
 WIDE_LOAD_LATENCY = WIDE_READ_LATENCY + CreditQueue.latency
 #: Entries of the column queue: one read a cycle without bubbles.
 WIDE_QUEUE_DEPTH = credit_depth(WIDE_READ_LATENCY, 1)
+#: Cycles from an input beat's transfer to the writer taking it: a
+#: :class:`~.stream.SkidBuffer` at the input registers ``ready`` and the beat, so the
+#: upstream stage's handshake is one route to a register (LeNet-5 on the ULX3S-85F at
+#: 85.4 MHz: the critical path ran line-buffer count -> ``ready`` -> the upstream skid
+#: buffer -> the writer's row counters -> the row count, 9.5 ns of its 11.7 routing
+#: across the device).
+WIDE_INPUT_LATENCY = 1
+#: Cycles from an input row's last beat (its transfer at the input) to the first read
+#: for an output row that waited for it.
+WIDE_ROW_READY_DELAY = ROW_READY_DELAY + WIDE_INPUT_LATENCY
 
 
 def use_wide_window(geom: WindowGeometry, simd: int) -> bool:
@@ -94,7 +105,7 @@ def wide_window_cycles(geom: WindowGeometry, simd: int, period: int = 1, lanes: 
     missing = max(0, need_first - (rows - held_at_end))
     boundary = 0
     if missing:
-        wait = missing * geom.width * geom.channels // lanes + ROW_READY_DELAY + \
+        wait = missing * geom.width * geom.channels // lanes + WIDE_ROW_READY_DELAY + \
             ROW_OVERHEAD + WIDE_LOAD_LATENCY
         boundary = max(0, wait - WIDE_QUEUE_DEPTH // sw * max(sw, p))
     return oh * max(assembler, loader) + boundary
@@ -148,17 +159,20 @@ class WideWindow(Component):
         rp = lines.read_port(domain="sync")
         m.submodules.queue = q = CreditQueue(col_bits, WIDE_QUEUE_DEPTH)
 
-        # ---- writer: row slots in a ring, as SlidingWindow -----------------------------
+        # ---- writer: row slots in a ring, as SlidingWindow, behind a skid buffer -------
+        m.submodules.inskid = inskid = SkidBuffer(8 * self.lanes)
+        m.d.comb += [inskid.i.valid.eq(self.i.valid), inskid.i.payload.eq(self.i.payload),
+                     self.i.ready.eq(inskid.i.ready)]
         filled = Signal(range(R + 1))
         wslot = Signal(range(max(2, R)))
         wx = Signal(range(max(2, W)))
         wcf = Signal(range(max(2, CF)))
         row_done = Signal()
-        take = self.i.valid & self.i.ready
+        take = inskid.o.valid & inskid.o.ready
         lane = wslot * CF + wcf if CF > 1 else wslot
         m.d.comb += [
-            self.i.ready.eq(filled < R),
-            wp.addr.eq(wx), wp.data.eq(self.i.payload.replicate(R * CF)),
+            inskid.o.ready.eq(filled < R),
+            wp.addr.eq(wx), wp.data.eq(inskid.o.payload.replicate(R * CF)),
             wp.en.eq(Mux(take, Const(1, R * CF) << lane, 0)),
         ]
         with m.If(take):
@@ -250,7 +264,7 @@ class WideWindow(Component):
         snap = Signal(8 * g.window_size)
         snap_valid = Signal()
         beat = Signal(range(max(2, self.sf)))
-        last_beat = beat == self.sf - 1
+        last_beat = Signal(init=self.sf == 1)    # beat == sf - 1, registered
         snap_free = ~snap_valid | (self.o.ready & last_beat)
         copy = Signal()
         m.d.comb += [copy.eq(full & snap_free),
@@ -259,34 +273,51 @@ class WideWindow(Component):
                                        if self.sf > 1 else snap)]
 
         # the assembler's state as the copy leaves it (a copy of a row's last window
-        # resets it for the next row: all padding, pl columns in)
-        row_end = copy & (ax == OW - 1)
+        # resets it for the next row: all padding, pl columns in).  The comparisons
+        # that decide it are registered flags stepped with their counters (ax_last:
+        # ax == OW - 1, ax_zero: ax == 0, ix_pad: ix >= W), so the consumer's ready
+        # reaches the window's shift enable through two LUT levels, not the counters'
+        # comparators (the window is kh * ekw * C bytes of fanout)
+        ax_last = Signal(init=OW == 1)
+        ax_zero = Signal(init=1)
+        ix_pad = Signal()                  # ix starts at 0 < W
+        row_end = copy & ax_last
         v_cnt = Mux(copy, Mux(row_end, pl, 0), cnt)
         v_ix = Mux(row_end, 0, ix)
         v_ax = Mux(copy, Mux(row_end, 0, ax + 1), ax)
         v_win = Mux(row_end, pad_win, win)
-        v_need = Mux(v_ax == 0, ekw, sw)
+        # v_cnt + 1 == (ekw if v_ax == 0 else sw), from registers and constants
+        v_full = Mux(copy, Mux(row_end, pl + 1 == ekw, sw == 1),
+                     cnt + 1 == Mux(ax_zero, ekw, sw))
         can_take = ~full | copy
-        col_pad = v_ix >= W
+        col_pad = ~row_end & ix_pad
         shift = Signal()
         m.d.comb += [q.o.ready.eq(can_take & ~col_pad),
                      shift.eq(can_take & (col_pad | q.o.valid))]
         new_col = Mux(col_pad, pad_col, q.o.payload)
         with m.If(shift):
             m.d.sync += [win.eq(Cat(v_win[col_bits:], new_col)), cnt.eq(v_cnt + 1),
-                         ix.eq(v_ix + 1), full.eq(v_cnt + 1 == v_need)]
+                         ix.eq(v_ix + 1), full.eq(v_full),
+                         ix_pad.eq(Mux(row_end, W == 1, ix >= W - 1))]
         with m.Elif(copy):
-            m.d.sync += [win.eq(v_win), cnt.eq(v_cnt), ix.eq(v_ix), full.eq(0)]
-        m.d.sync += ax.eq(v_ax)
+            m.d.sync += [win.eq(v_win), cnt.eq(v_cnt), ix.eq(v_ix), full.eq(0),
+                         ix_pad.eq(~row_end & ix_pad)]
+        m.d.sync += [ax.eq(v_ax),
+                     ax_last.eq(Mux(copy, Mux(row_end, OW == 1, ax == OW - 2 if OW > 1 else 1),
+                                         ax_last)),
+                     ax_zero.eq(Mux(copy, row_end, ax_zero))]
 
         # the window in "kkc" order: element (ky, kx, c) is channel c of kernel row ky
         # in window column kx * dw
         flat = [win[8 * C * (kx * dw * kh + ky):8 * C * (kx * dw * kh + ky + 1)]
                 for ky in range(kh) for kx in range(kw)]
         with m.If(copy):
-            m.d.sync += [snap.eq(Cat(*flat)), snap_valid.eq(1), beat.eq(0)]
+            m.d.sync += [snap.eq(Cat(*flat)), snap_valid.eq(1), beat.eq(0),
+                         last_beat.eq(self.sf == 1)]
         with m.Elif(self.o.valid & self.o.ready):
-            m.d.sync += beat.eq(Mux(last_beat, 0, beat + 1))
+            m.d.sync += [beat.eq(Mux(last_beat, 0, beat + 1)),
+                         last_beat.eq(Mux(last_beat, self.sf == 1,
+                                             beat == self.sf - 2 if self.sf > 1 else 1))]
             with m.If(last_beat):
                 m.d.sync += snap_valid.eq(0)
         return m

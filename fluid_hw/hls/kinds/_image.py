@@ -14,12 +14,16 @@ from fluid_hw.rtl import hwc_order
 from fluid_hw.rtl.swg import (
     QUEUE_DEPTH,
     ROW_OVERHEAD,
-    ROW_READY_DELAY,
     WindowGeometry,
     line_depth,
     line_rows,
 )
-from fluid_hw.rtl.swg_wide import WIDE_LOAD_LATENCY, WIDE_QUEUE_DEPTH, wide_row_reads
+from fluid_hw.rtl.swg_wide import (
+    WIDE_LOAD_LATENCY,
+    WIDE_QUEUE_DEPTH,
+    WIDE_ROW_READY_DELAY,
+    wide_row_reads,
+)
 
 from ...errors import FluidError
 from ...ir.ops.nn import window_geometry
@@ -157,7 +161,7 @@ def wide_window_times(t_in: np.ndarray, geom: WindowGeometry, simd: int, consume
     last_shift = last_copy = last_take = -1e18
     for oy in range(oh):
         hi = min(h - 1, oy * sh - pt + ekh - 1)
-        row_start = max(row_done[max(hi, 0)] + ROW_READY_DELAY,
+        row_start = max(row_done[max(hi, 0)] + WIDE_ROW_READY_DELAY,
                         (issues[-1] if issues else -1e18) + 1 + ROW_OVERHEAD)
         ix = 0
         for ox in range(ow):
