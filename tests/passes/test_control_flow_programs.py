@@ -82,8 +82,10 @@ def test_pass_keeps_control_flow_outputs(name, model):
     b = MODELS[model]()
     prog, _ = get_pass("prune").apply(b.program, b.ctx())
     before = _block_ops(prog)
-    out, _ = get_pass(name).apply(prog, b.ctx())
-    assert _block_ops(out) == before, f"{name} edited a sub-block"
+    p = get_pass(name)
+    out, _ = p.apply(prog, b.ctx())
+    if not p.handles_sub_blocks:  # (rnn_loop_to_sequence replaces a loop and its block)
+        assert _block_ops(out) == before, f"{name} edited a sub-block"
     assert_same_outputs(b.program, out, b)
 
 
