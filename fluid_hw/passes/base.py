@@ -20,6 +20,7 @@ never constructs one itself.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -84,9 +85,10 @@ class PassContext:
 class Pass:
     """Base class: subclasses set ``name`` and implement :meth:`run` on a copy.
 
-    ``handles_sub_blocks = False`` (every pass here) means: the pass rewrites the
-    global block only; ops that hold sub-blocks and every variable a sub-block
-    reads or writes are left exactly as they are.  ``requires`` names the context
+    ``handles_sub_blocks = False`` (every pass here but ``rnn_loop_to_sequence``,
+    which replaces a loop and empties its block) means: the pass rewrites the global
+    block only; ops that hold sub-blocks and every variable a sub-block reads or writes
+    are left exactly as they are.  ``requires`` names the context
     fields the pass cannot do without (``"scope"``, ``"executor"``).
     """
 
@@ -156,6 +158,15 @@ def unregister_pass(name: str) -> None:
     _PASSES.pop(name, None)
 
 
+#: the modules of this package that register passes (imported on the first lookup, not
+#: at import time: a pass module imports this one); a module with ``@register_pass``
+#: belongs here, or ``get_pass`` does not know its pass until something imports it
+PASS_MODULES = (
+    "constant_folding", "conv_bn_fuse", "conv_elementwise_add_act_fuse",
+    "dead_code_elimination", "fc_bn_fuse", "fc_fuse", "fuse_elewise_act", "memory_reuse",
+    "prune", "qdq_fold", "quantize_rnn_loop", "remove_identity", "reshape_transpose_cancel",
+)
+
 _loaded = False
 
 
@@ -163,17 +174,5 @@ def _load() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        from . import (  # noqa: F401
-            constant_folding,
-            conv_bn_fuse,
-            conv_elementwise_add_act_fuse,
-            dead_code_elimination,
-            fc_bn_fuse,
-            fc_fuse,
-            fuse_elewise_act,
-            memory_reuse,
-            prune,
-            qdq_fold,
-            remove_identity,
-            reshape_transpose_cancel,
-        )
+        for mod in PASS_MODULES:
+            importlib.import_module(f"{__package__}.{mod}")
