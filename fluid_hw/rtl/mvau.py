@@ -78,9 +78,10 @@ def mvau_model(x: np.ndarray, weights: np.ndarray, bias: np.ndarray | None = Non
 
 def adder_tree_depth(simd: int, paired: bool = False) -> int:
     """Registered levels of the adder tree summing ``simd`` products; ``paired``
-    (latency mode): a register after every second level of adders (and the last)."""
+    (latency mode): a register after the first level of adders (the products' routes
+    from the multipliers end in it), then after every second level, and the last."""
     levels = ceil_log2(simd)
-    return -(-levels // 2) if paired else levels
+    return levels // 2 + 1 if paired and levels else levels
 
 
 def mvau_latency(simd: int, requantize: bool = True, *, pe: int = 1, sf: int = 1,
@@ -353,8 +354,11 @@ class MVAU(Component):
         lat = self.acc_latency
         pending = list(carries)
         levels = ceil_log2(len(prods))
-        # latency mode: a register after every second level of adders (and the last)
-        registered = [not self.stream_input or lvl % 2 == 1 or lvl == levels - 1
+        # latency mode: a register after the first level (no logic on the routes from
+        # the multipliers: a build with the first two levels together ran at 90 MHz,
+        # its critical path a MULT18X18D's 6.5 ns route into the adders), then after
+        # every second level, and the last
+        registered = [not self.stream_input or lvl % 2 == 0 or lvl == levels - 1
                       for lvl in range(levels)]
 
         def carry(level: int) -> Value | None:

@@ -102,6 +102,6 @@ def test_stream_input_paired_tree_with_packed_products(simd, lut_mults):
     x = rng.integers(-128, 128, (4, mw))
     dut = MVAU("fc", mw, mh, pe, simd, weights=w, bias=bias, multiplier=m, shift=n,
                weight_bits=4, lut_mults=lut_mults, stream_input=True)
-    assert dut.tree_depth == -(-(simd.bit_length() - 1) // 2)
+    assert dut.tree_depth == (simd.bit_length() - 1) // 2 + 1
     got = _run_mvau(dut, x, seed=simd, p_valid=0.7, p_ready=0.7)
     np.testing.assert_array_equal(got, mvau_model(x, w, bias, m, n))
