@@ -44,7 +44,7 @@ from .build_dir import (
     atomic_write_file,
     read_param_image,
 )
-from .host_side import feed_dict, read_host_program
+from .host_side import feed_dict, host_errors, read_host_program, run_host_program
 from .regions import RegionedAccelerator
 from .transport import (
     DriverError,
@@ -249,64 +249,50 @@ class Accelerator:
         self.last = RunRecord(x, y, res, self.counters())
         return y
 
+    def run_value(self, x: Any) -> Any:
+        """The accelerator on its input value as a host program computes it, its output
+        as the next host program reads it.  ``design.json``'s ``sequence`` says what the
+        stages do to sequences (a LoD tensor's rows, one a step):
+
+        * none (every stage per row): a row out for every row in, so a LoD input's
+          output keeps its LoD (its sequences' lengths);
+        * ``"sequence"`` (recurrent first stage, every step out): the input's lengths;
+        * ``"last"`` (recurrent first stage, its last step out): one row a sequence, no
+          LoD.
+        """
+        lod = x.lod() if isinstance(x, LoDTensor) else []
+        data = np.asarray(x.data if isinstance(x, LoDTensor) else x)
+        mode = self.info.get("sequence")
+        if mode is None:
+            y = self.run_int(data)
+            return LoDTensor(y, [list(level) for level in lod]) if lod else y
+        if len(lod) != 1:
+            raise DriverError(
+                f"{self.build_dir}: the accelerator takes variable-length sequences: feed "
+                f"{self.host.hw_input!r} as a LoD tensor of one level "
+                f"(fluid.create_lod_tensor(data, [lengths])), not "
+                + (f"{len(lod)} levels" if lod else "a dense array"))
+        lengths = offsets_to_lengths(lod[0])
+        y = self.run_int_sequences(data, lengths)
+        return LoDTensor(y, [lengths_to_offsets(lengths)]) if mode == "sequence" else y
+
     # -- the model ---------------------------------------------------------------------
-    def _feed(self, batch: Any) -> dict[str, np.ndarray]:
+    def _feed(self, batch: Any) -> dict[str, Any]:
         """The inputs by name; float arrays converted to the input's float dtype."""
         return feed_dict(batch, self.host.feeds, list(self.programs.values()))
 
-    def run(self, batch: Any) -> list[np.ndarray]:
+    def run(self, batch: Any) -> list[Any]:
         """The model on a batch of float inputs (an array for a one-input model, or a
-        dict name -> array): the model's outputs, one array per fetch target."""
-        feed = self._feed(batch)
-        if self.info.get("sequence") is not None:
-            return self._run_sequences(feed)
+        dict name -> array; LoD tensors of variable-length sequences): the model's
+        outputs, one array per fetch target (a LoD tensor where it holds sequences)."""
+        values = self._feed(batch)
         scope = Scope(self.scope)
-        pre, post = self.programs["pre"], self.programs["post"]
-        try:
-            pre_feed = {k: v for k, v in feed.items() if pre.global_block().has_var(k)}
-            (x,) = self.executor.run(pre, feed=pre_feed, fetch_list=[self.host.hw_input],
-                                     scope=scope)
-            y = self.run_int(x)
-            pb = post.global_block()
-            post_feed = {k: v for k, v in feed.items() if pb.has_var(k)}
-            post_feed[self.host.hw_output] = y
-            return self.executor.run(post, feed=post_feed, fetch_list=self.host.fetches,
-                                     scope=scope)
-        except DriverError:
-            raise
-        except FluidError as e:
-            raise DriverError(f"{self.build_dir}: the host programs failed: {e}") from e
-
-    def _run_sequences(self, feed: dict[str, Any]) -> list[Any]:
-        """:meth:`run` of a sequence design: the host's LoD tensor (its sequences back to
-        back) through the pre program, one packet a sequence, the outputs back (a LoD
-        tensor where the output is a sequence)."""
-        scope = Scope(self.scope)
-        pre, post = self.programs["pre"], self.programs["post"]
-        try:
-            pre_feed = {k: v for k, v in feed.items() if pre.global_block().has_var(k)}
-            (x,) = self.executor.run(pre, feed=pre_feed, fetch_list=[self.host.hw_input],
-                                     scope=scope, return_numpy=False)
-            lengths = offsets_to_lengths(x.lod()[0]) if isinstance(x, LoDTensor) and \
-                x.lod() else None
-            if lengths is None:
-                raise DriverError(f"{self.build_dir}: the accelerator takes variable-length "
-                                  f"sequences: feed {self.host.hw_input!r} as a LoD tensor "
-                                  "(fluid.create_lod_tensor(data, [lengths]))")
-            y = self.run_int_sequences(np.asarray(x.data), lengths)
-            pb = post.global_block()
-            post_feed = {k: v for k, v in feed.items() if pb.has_var(k)}
-            post_feed[self.host.hw_output] = (
-                LoDTensor(y, [lengths_to_offsets(lengths)])
-                if self.info.get("sequence") == "sequence" else y)
-            outs = self.executor.run(post, feed=post_feed, fetch_list=self.host.fetches,
-                                     scope=scope, return_numpy=False)
-            return [o if isinstance(o, LoDTensor) and o.lod() else np.asarray(o)
-                    for o in outs]
-        except DriverError:
-            raise
-        except FluidError as e:
-            raise DriverError(f"{self.build_dir}: the host programs failed: {e}") from e
+        with host_errors(self.build_dir):
+            (x,) = run_host_program(self.executor, self.programs["pre"], values,
+                                    [self.host.hw_input], scope)
+            values[self.host.hw_output] = self.run_value(x)
+            return run_host_program(self.executor, self.programs["post"], values,
+                                    self.host.fetches, scope)
 
     def close(self) -> None:
         self.transport.close()

@@ -1,22 +1,28 @@
 """What every driver does on the host: read a build's host programs and their
-parameters, and turn a batch into the model's feeds."""
+parameters, turn a batch into the model's feeds, and run a host program on values that
+keep their sequences' LoD across the accelerator's boundaries."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..backends.cpu import Executor
+from ..backends.cpu.fetched import fetched
 from ..errors import FluidError
 from ..fileio import read_file, read_npz
 from ..ir import dtypes
 from ..ir.lod import LoDTensor
 from ..ir.program import Program
+from ..ir.scope import Scope
 from .transport import DriverError
 
-__all__ = ["read_host_program", "read_host_params", "feed_dict"]
+__all__ = ["read_host_program", "read_host_params", "feed_dict", "host_value",
+           "run_host_program", "host_errors"]
 
 
 def read_host_program(path: Path) -> Program:
@@ -72,3 +78,34 @@ def feed_dict(batch: Any, feeds: Sequence[str], programs: Sequence[Program]
                         if isinstance(v, LoDTensor) else a.astype(want)
                 break
     return out
+
+
+def host_value(v: Any) -> Any:
+    """A value crossing a host/accelerator boundary: a LoD tensor where it holds
+    sequences (LoD), else its array (as ``Executor.run(return_numpy=True)`` gives it)."""
+    if isinstance(v, LoDTensor):
+        return v if v.lod() else fetched(np.asarray(v.data))
+    return fetched(np.asarray(v))
+
+
+def run_host_program(executor: Executor, program: Program, values: Mapping[str, Any],
+                     fetch_list: Sequence[str], scope: Scope) -> list[Any]:
+    """Run a host program on those of ``values`` it declares; its fetches as
+    :func:`host_value` (sequences keep their lengths for the next region or host op)."""
+    gb = program.global_block()
+    feed = {k: v for k, v in values.items() if gb.has_var(k)}
+    outs = executor.run(program, feed=feed, fetch_list=list(fetch_list), scope=scope,
+                        return_numpy=False)
+    return [host_value(o) for o in outs]
+
+
+@contextmanager
+def host_errors(build_dir: Path) -> Iterator[None]:
+    """A host program's failure as a :class:`DriverError` naming the build (driver
+    errors pass as they are)."""
+    try:
+        yield
+    except DriverError:
+        raise
+    except FluidError as e:
+        raise DriverError(f"{build_dir}: the host programs failed: {e}") from e

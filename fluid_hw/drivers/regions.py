@@ -25,12 +25,10 @@ from typing import Any
 import numpy as np
 
 from ..backends.cpu import Executor
-from ..errors import FluidError
-from ..ir.lod import LoDTensor, lengths_to_offsets, offsets_to_lengths
 from ..ir.program import Program
 from ..ir.scope import Scope
 from .build_dir import NAMES, BuildDir
-from .host_side import feed_dict, read_host_program
+from .host_side import feed_dict, host_errors, read_host_program, run_host_program
 from .transport import DriverError, ParamImage, Transport
 
 __all__ = ["RegionedAccelerator", "SEGMENTS", "register_region_opener"]
@@ -45,17 +43,6 @@ def register_region_opener(name: str, opener: Callable[..., list[Transport]]) ->
     """Make ``transport=name`` open a multi-region build's regions together (one link for
     all, e.g. one serial port) instead of one transport per region by name."""
     _REGION_OPENERS[name] = opener
-
-
-def _run_sequences(acc: Any, x: Any, mode: str, name: str) -> Any:
-    """A region whose first stage is recurrent: the LoD value's sequences streamed back
-    to back; the output a LoD tensor (mode ``"sequence"``) or one row a sequence."""
-    if not (isinstance(x, LoDTensor) and x.lod()):
-        raise DriverError(f"the region reading {name!r} takes variable-length sequences: "
-                          "feed the model's input as a LoD tensor")
-    lengths = offsets_to_lengths(x.lod()[0])
-    y = acc.run_int_sequences(np.asarray(x.data), lengths)
-    return LoDTensor(y, [lengths_to_offsets(lengths)]) if mode == "sequence" else y
 
 
 class RegionedAccelerator:
@@ -136,34 +123,18 @@ class RegionedAccelerator:
 
     def run(self, batch: Any) -> list[Any]:
         """The model on a batch (an array for a one-input model, or a dict name ->
-        array; LoD tensors of sequences where a region's first stage is recurrent): its
-        outputs, one array per fetch target (a LoD tensor for a sequence output)."""
+        array; LoD tensors of sequences): its outputs, one array per fetch target (a LoD
+        tensor where it holds sequences).  Sequences keep their lengths across every
+        boundary (:meth:`~.accelerator.Accelerator.run_value`)."""
         values = self._feed(batch)
         scope = Scope(self.scope)
-        try:
+        with host_errors(self.build_dir):
             for k, (acc, info) in enumerate(zip(self.regions, self.region_info)):
-                prog = self.host_programs[k]
-                gb = prog.global_block()
-                feed = {n: v for n, v in values.items() if gb.has_var(n)}
-                seq = acc.info.get("sequence")  # a recurrent first stage: LoD in
-                (x,) = self.executor.run(prog, feed=feed, fetch_list=[info["hw_input"]],
-                                         scope=scope, return_numpy=seq is None)
-                values[info["hw_output"]] = acc.run_int(x) if seq is None else \
-                    _run_sequences(acc, x, seq, info["hw_input"])
-            last = self.host_programs[-1]
-            gb = last.global_block()
-            feed = {n: v for n, v in values.items() if gb.has_var(n)}
-            if not any(a.info.get("sequence") for a in self.regions):
-                return self.executor.run(last, feed=feed, fetch_list=self.fetches,
-                                         scope=scope)
-            outs = self.executor.run(last, feed=feed, fetch_list=self.fetches, scope=scope,
-                                     return_numpy=False)
-            return [o if isinstance(o, LoDTensor) and o.lod() else np.asarray(o)
-                    for o in outs]
-        except DriverError:
-            raise
-        except FluidError as e:
-            raise DriverError(f"{self.build_dir}: the host programs failed: {e}") from e
+                (x,) = run_host_program(self.executor, self.host_programs[k], values,
+                                        [info["hw_input"]], scope)
+                values[info["hw_output"]] = acc.run_value(x)
+            return run_host_program(self.executor, self.host_programs[-1], values,
+                                    self.fetches, scope)
 
     def close(self) -> None:
         for acc in self.regions:

@@ -20,9 +20,10 @@ accelerator over the transport, host *post* program.  So:
   (the order is honoured).  Intermediate values are not produced by the hardware.
 * ``feed``: exactly the build's inputs, checked against the program's variables as
   the CPU executor checks them (dtype, shape, LoD): dense arrays, or LoD tensors of
-  variable-length sequences (one LoD level) where the build's first stage is
-  recurrent -- the sequences stream back to back, unpadded (docs/recurrent.md); a
-  sequence output comes back as a LoD tensor (``return_numpy=False``) or its rows.
+  variable-length sequences (one LoD level) where the model reads sequences -- the
+  sequences stream back to back, unpadded (docs/recurrent.md), and keep their lengths
+  across every accelerator region and host segment; a sequence output comes back as a
+  LoD tensor (``return_numpy=False``) or its rows.
 * ``startup``: a program that only writes persistable variables (parameter
   initialisation) does not touch the scope.  On a ``const`` build (weights built into
   the design) it is a no-op; on a ``runtime`` build it loads the build's compiled

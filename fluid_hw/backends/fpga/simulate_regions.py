@@ -68,7 +68,7 @@ def simulate_regions(build_dir: str | os.PathLike[str],
     names = [v for r in regions for v in (r["hw_input"], r["hw_output"])]
     vals = Executor().run(program, feed=x, fetch_list=fetches + names, scope=Scope(scope),
                           return_numpy=False)
-    golden_out = [lod_value(v)[0] for v in vals[:len(fetches)]]
+    golden_out = [lod_value(v) for v in vals[:len(fetches)]]
     # (sequences stay LoD tensors: a region with a recurrent first stage takes them)
     golden = {nm: v if lod_value(v)[1] is not None else np.asarray(v)
               for nm, v in zip(names, vals[len(fetches):])}
@@ -84,15 +84,23 @@ def simulate_regions(build_dir: str | os.PathLike[str],
             + ("bit-exact" if res.get("bit_exact") else f"{res.get('mismatches')} mismatches"))
     acc = RegionedAccelerator.open(d, "sim", ready_prob=ready_prob, valid_prob=valid_prob)
     try:
-        outs = [lod_value(o)[0] for o in acc.run(x)]
+        got = [lod_value(o) for o in acc.run(x)]
     finally:
         acc.close()
+    outs = [o for o, _ in got]
     n = len(outs[0])  # rows: items, or steps of a sequence output
     bad = np.zeros(n, bool)
-    for g, h in zip(golden_out, outs):
+    for (g, g_ln), (h, h_ln) in zip(golden_out, got):
         if g.shape != h.shape:
             raise BuildError(f"output shape {h.shape} differs from the golden {g.shape}")
         bad |= np.any((g != h).reshape(n, -1), axis=1)
+        # a sequence output: its lengths too (a dense output where the golden one is a
+        # sequence, or other lengths, is wrong everywhere)
+        if g_ln is None or h_ln is None:
+            if g_ln is not h_ln:
+                bad[:] = True
+        elif not np.array_equal(g_ln, h_ln):
+            bad[:] = True
     mism = int(bad.sum())
     measured = {"initiation_interval": sum(float(p["measured"]["initiation_interval"])
                                            for p in per if p.get("measured")),
@@ -112,6 +120,10 @@ def simulate_regions(build_dir: str | os.PathLike[str],
     from .simulate import _npy_bytes
 
     bd.write_bytes("outputs", _npy_bytes(outs[0]))
+    if got[0][1] is not None:  # a sequence output: its rows, and here their lengths
+        bd.write_bytes("outputs_lengths", _npy_bytes(got[0][1]))
+    else:
+        bd.remove("outputs_lengths")
     report = bd.report(check=False)
     region_dicts = report.get("regions") or []
     for p, rd in zip(per, region_dicts):
