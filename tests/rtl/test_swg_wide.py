@@ -133,3 +133,23 @@ def test_wide_window_choice_and_errors():
         WideWindow("conv1", lenet, 1, 1)
     with pytest.raises(HardwareConfigError, match="divide 25, not 10"):
         WideWindow("conv1", lenet, 1, 10)
+
+
+@pytest.mark.parametrize("shape,m,k,pad,pe,simd,stride", [
+    ((1, 9, 9), 6, 5, 2, 6, 5, 1),                  # LeNet conv1's folding, smaller
+    ((1, 13, 6), 4, (10, 4), (4, 1, 5, 1), 2, 40, 2),  # DS-CNN conv1's kernel and stride
+])
+def test_wide_conv_cycle_model_is_exact(shape, m, k, pad, pe, simd, stride):
+    """The conv kind's cycle model of the wide path (the input skid buffer's cycle in
+    WIDE_ROW_READY_DELAY included) equals amaranth.sim to the cycle: the latency of the
+    first inference and the initiation interval, input always valid, output always
+    ready."""
+    from fluid_hw.hls.stages import estimate_pipeline
+    from tests.hls.test_conv_wide import conv
+    from tests.hls.test_stages import measure
+
+    stages = [conv("c1", shape, m, k, pad, pe, simd, stride=stride)]
+    assert stages[0].wide_window
+    est = estimate_pipeline(stages)
+    latency, iis = measure(stages)
+    assert (latency, iis[-1]) == (est.latency_cycles, est.initiation_interval)
