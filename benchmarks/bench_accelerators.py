@@ -5,6 +5,11 @@ multiplier bound.
 
     python benchmarks/bench_accelerators.py [--model NAME ...] [--fraction 0.85]
         [--no-bitstream] [--inputs N] [--out build/bench_accelerators]
+        [--[no-]lut-multipliers] [--target-fps N] [--optimize throughput|latency]
+
+The digits models default to LUT multipliers beside the DSPs and the cheapest folding
+reaching a target rate (``BenchModel.lut_multipliers``, ``target_fps``; the int8 one in
+latency mode); the options override a model's defaults (docs/accelerators.md).
 
 Models (``--model``, default all): ``digits_mlp`` (64-128-64-10, int8, trained briefly
 on the digits), ``mlp_w4a4`` (the same trained MLP quantised post-training to 4-bit
