@@ -77,7 +77,7 @@ def _lut_per_product(u: FoldUnit, o: _Option) -> float | None:
     return max(0.0, (full.res.lut - o.res.lut) / o.macs)
 
 
-def latency_score(cycles: int, luts: float) -> float:
+def latency_score(cycles: float, luts: float) -> float:
     """What the search minimises: the latency, and :data:`LUTS_PER_CYCLE` of the
     design's LUTs as a cycle."""
     return cycles + luts / LUTS_PER_CYCLE
