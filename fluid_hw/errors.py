@@ -11,7 +11,8 @@ class of the project is defined here, in one hierarchy::
     ├── FeedError, FetchError       Executor.run
     │   └── ComposeNotAligned (ValueError)  paddle_compat.reader.compose
     ├── PassError                   passes
-    │   └── QuantizationError
+    │   ├── QuantizationError
+    │   └── NotALoopCell            a loop is not one cell recurrence (stays a loop)
     ├── LoweringError               hls: a program cannot be lowered as it is
     │   └── FoldingError
     │       └── AutoFoldError
@@ -60,6 +61,7 @@ __all__ = [
     "GradientError",
     "PassError",
     "QuantizationError",
+    "NotALoopCell",
     "LoweringError",
     "FoldingError",
     "AutoFoldError",
@@ -158,6 +160,11 @@ class PassError(FluidError):
 
 class QuantizationError(PassError):
     """The program cannot be quantised as asked; the message names the op and the options."""
+
+
+class NotALoopCell(PassError):
+    """Why a DynamicRNN / StaticRNN loop is not one cell recurrence; the loop rewrite
+    (passes.quantize_rnn_loop) catches it, logs the reason and leaves the loop as it is."""
 
 
 # -- hardware: hls and rtl -------------------------------------------------------------

@@ -10,14 +10,11 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import NotALoopCell
 from ..ir.program import Block, Operator, Program
 from .base import get_value
 
 __all__ = ["Affine", "Body", "Loop", "NotALoopCell", "one", "parse_loop"]
-
-
-class NotALoopCell(Exception):
-    """Why a loop is not one cell recurrence (it then stays a loop)."""
 
 
 @dataclass
