@@ -9,6 +9,7 @@ import pytest
 
 import fluid_hw as fluid
 from fluid_hw import layers
+from tests.rtl._recurrent_programs import word_classifier
 
 VOCAB, EMB, HIDDEN = 10, 16, 32
 
@@ -37,12 +38,7 @@ def to_lod(seqs: list[np.ndarray]) -> fluid.LoDTensor:
 
 
 def build(recurrence: str):
-    main, startup = fluid.Program(), fluid.Program()
-    startup.random_seed = 1
-    with fluid.program_guard(main, startup), fluid.unique_name.guard():
-        words = layers.data(name="words", shape=[1], dtype="int64", lod_level=1)
-        label = layers.data(name="label", shape=[1], dtype="int64")
-        emb = layers.embedding(words, size=[VOCAB, EMB])
+    with word_classifier(VOCAB, EMB) as (main, startup, emb, label):
         if recurrence == "dynamic_lstm":
             proj = layers.fc(emb, size=4 * HIDDEN)
             hidden, _ = layers.dynamic_lstm(proj, size=4 * HIDDEN)

@@ -17,6 +17,7 @@ from fluid_hw.errors import QuantizationError
 from fluid_hw.passes.quantize import QuantConfig, quantize
 from fluid_hw.passes.quantize_rnn import SIGMOID_SAT, TANH_SAT, gate_table, term_params
 from tests.ops._quant_rnn_model import gru_model, lstm_model
+from tests.rtl._recurrent_programs import word_classifier
 
 VOCAB, EMB, HIDDEN = 10, 16, 32
 
@@ -34,12 +35,7 @@ def to_lod(seqs: list[np.ndarray]) -> fluid.LoDTensor:
 
 
 def build(cell: str, **kw):
-    main, startup = fluid.Program(), fluid.Program()
-    startup.random_seed = 1
-    with fluid.program_guard(main, startup), fluid.unique_name.guard():
-        words = layers.data(name="words", shape=[1], dtype="int64", lod_level=1)
-        label = layers.data(name="label", shape=[1], dtype="int64")
-        emb = layers.embedding(words, size=[VOCAB, EMB])
+    with word_classifier(VOCAB, EMB) as (main, startup, emb, label):
         if cell == "gru":
             proj = layers.fc(emb, size=3 * HIDDEN)
             hidden = layers.dynamic_gru(proj, size=HIDDEN, **kw)

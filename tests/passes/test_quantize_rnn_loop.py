@@ -348,13 +348,9 @@ def test_static_rnn_cell_becomes_the_whole_sequence_op(kind):
 @pytest.mark.parametrize("kind", ["gru", "tanh", "relu"])
 def test_trained_dynamic_rnn_classifier_keeps_its_accuracy(kind):
     from tests.passes.test_quantize_rnn import EMB, VOCAB, make_data, to_lod
+    from tests.rtl._recurrent_programs import word_classifier
 
-    main, startup = fluid.Program(), fluid.Program()
-    startup.random_seed = 1
-    with fluid.program_guard(main, startup), fluid.unique_name.guard():
-        words = layers.data(name="words", shape=[1], dtype="int64", lod_level=1)
-        label = layers.data(name="label", shape=[1], dtype="int64")
-        emb = layers.embedding(words, size=[VOCAB, EMB])
+    with word_classifier(VOCAB, EMB) as (main, startup, emb, label):
         drnn = layers.DynamicRNN()
         with drnn.block():
             _body(kind, drnn, drnn.step_input(emb))

@@ -17,30 +17,25 @@ from fluid_hw import layers
 from fluid_hw.backends.fpga.lod_io import save_lod_npz
 from fluid_hw.cli.main import main
 from fluid_hw.frontend import io as fio
+from tests.rtl._recurrent_programs import dynamic_rnn_program
 
 HIDDEN, COEFFS = 8, 10
 
 
 def _model(cell: str):
-    prog, startup = fluid.Program(), fluid.Program()
-    startup.random_seed = 1
-    with fluid.program_guard(prog, startup), fluid.unique_name.guard():
-        x = layers.data(name="mfcc", shape=[COEFFS], dtype="float32", lod_level=1)
-        drnn = layers.DynamicRNN()
-        with drnn.block():
-            word = drnn.step_input(x)
-            prev = drnn.memory(shape=[HIDDEN], value=0.0)
-            if cell == "gru":
-                h, _, _ = layers.gru_unit(layers.fc(word, size=3 * HIDDEN), prev,
-                                          size=3 * HIDDEN)
-            else:
-                cp = drnn.memory(shape=[HIDDEN], value=0.0)
-                h, c = layers.lstm_unit(word, prev, cp, forget_bias=1.0)
-                drnn.update_memory(cp, c)
-            drnn.update_memory(prev, h)
-            drnn.output(h)
-        prob = layers.fc(layers.sequence_last_step(drnn()), size=4, act="softmax")
-    return prog, startup, prob
+    def step(drnn, word, prev):
+        if cell == "gru":
+            h, _, _ = layers.gru_unit(layers.fc(word, size=3 * HIDDEN), prev,
+                                      size=3 * HIDDEN)
+        else:
+            cp = drnn.memory(shape=[HIDDEN], value=0.0)
+            h, c = layers.lstm_unit(word, prev, cp, forget_bias=1.0)
+            drnn.update_memory(cp, c)
+        return h
+
+    return dynamic_rnn_program(
+        "mfcc", COEFFS, HIDDEN, step,
+        lambda seq: layers.fc(layers.sequence_last_step(seq), size=4, act="softmax"))
 
 
 @pytest.mark.slow

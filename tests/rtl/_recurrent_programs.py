@@ -1,8 +1,12 @@
-"""Small quantised recurrent programs (fc + dynamic_lstm / dynamic_gru, quantised by the
-pass) and their stage arrays, for the recurrent stage's tests."""
+"""Small recurrent programs: quantised ones (fc + dynamic_lstm / dynamic_gru, quantised by
+the pass) and their stage arrays, for the recurrent stage's tests; float DynamicRNN
+programs and the word-sequence classifiers' inputs, for the pass, back-end and control
+flow tests."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -90,3 +94,39 @@ def golden(qprog: Any, scope: Any, exe: Any, seqs: list[np.ndarray]
                           fetch_list=[fc.input("X")[0], rec.output("Hidden")[0]],
                           scope=scope)
     return np.asarray(xq).astype(np.int64), np.asarray(hid).astype(np.int64)
+
+
+def dynamic_rnn_program(feed: str, in_dim: int, hidden: int,
+                        step: Callable[[Any, Any, Any], Any],
+                        head: Callable[[Any], Any]) -> tuple[Any, Any, Any]:
+    """``(main, startup, y)``, the startup program's seed 1: ``feed`` (float, lod 1,
+    ``in_dim`` wide) -> a DynamicRNN whose step is ``h = step(drnn, word, prev)``
+    (``prev``: the ``hidden``-wide memory, zeros at first, that ``h`` updates; ``h`` is
+    the step's output) -> ``y = head(the sequence of h)``."""
+    main, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = 1
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = layers.data(name=feed, shape=[in_dim], dtype="float32", lod_level=1)
+        drnn = layers.DynamicRNN()
+        with drnn.block():
+            word = drnn.step_input(x)
+            prev = drnn.memory(shape=[hidden], value=0.0)
+            h = step(drnn, word, prev)
+            drnn.update_memory(prev, h)
+            drnn.output(h)
+        y = head(drnn())
+    return main, startup, y
+
+
+@contextlib.contextmanager
+def word_classifier(vocab: int, emb: int) -> Iterator[tuple[Any, Any, Any, Any]]:
+    """The inputs of a word-sequence classifier: yields ``(main, startup, embedding,
+    label)`` inside ``program_guard(main, startup)`` and a fresh unique-name scope, the
+    startup program's seed 1; ``words`` (int64 token ids, lod 1) -> an ``[vocab, emb]``
+    embedding, and ``label`` (int64, one a sequence)."""
+    main, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = 1
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        words = layers.data(name="words", shape=[1], dtype="int64", lod_level=1)
+        label = layers.data(name="label", shape=[1], dtype="int64")
+        yield main, startup, layers.embedding(words, size=[vocab, emb]), label

@@ -24,6 +24,7 @@ from fluid_hw.backends.fpga.place import FPGAPlace
 from fluid_hw.cli.main import main
 from fluid_hw.drivers import Accelerator
 from fluid_hw.frontend import io as fio
+from tests.rtl._recurrent_programs import dynamic_rnn_program
 
 HIDDEN, COEFFS = 8, 10
 
@@ -38,20 +39,11 @@ def _lod(rng: np.random.Generator, n: int) -> fluid.LoDTensor:
 def _plain_rnn(out: str):
     """A DynamicRNN tanh recurrence; the head reads its last step (``out="last"``) or
     every step (``"sequence"``: a per-step fc after the host's cell, a LoD output)."""
-    prog, startup = fluid.Program(), fluid.Program()
-    startup.random_seed = 1
-    with fluid.program_guard(prog, startup), fluid.unique_name.guard():
-        x = layers.data(name="mfcc", shape=[COEFFS], dtype="float32", lod_level=1)
-        drnn = layers.DynamicRNN()
-        with drnn.block():
-            word = drnn.step_input(x)
-            prev = drnn.memory(shape=[HIDDEN], value=0.0)
-            h = layers.fc([word, prev], size=HIDDEN, act="tanh")
-            drnn.update_memory(prev, h)
-            drnn.output(h)
-        seq = drnn()
-        y = layers.fc(layers.sequence_last_step(seq) if out == "last" else seq, size=4)
-    return prog, startup, y
+    return dynamic_rnn_program(
+        "mfcc", COEFFS, HIDDEN,
+        lambda drnn, word, prev: layers.fc([word, prev], size=HIDDEN, act="tanh"),
+        lambda seq: layers.fc(layers.sequence_last_step(seq) if out == "last" else seq,
+                              size=4))
 
 
 def _compile(tmp_path, prog, startup, y, cal: fluid.LoDTensor):
