@@ -22,13 +22,19 @@ hidden product needs step t's whole ``h``):
   ``MULT18X18D`` with ``ff_style="trellis"``), the adder tree over a PE's lanes
   registered at every level (:func:`engine_tree_levels`); the accumulators land in
   small memories per gate and PE;
-* the element-wise unit, one hidden unit per cycle, fully pipelined: the gate sum
+* the element-wise unit, one hidden unit per cycle, fully pipelined: the accumulators
+  of a word (one per PE) loaded into a shift chain and read from its end (no PE-way
+  multiplexer), the gate sum
   requantisers (per term multiplier and shift, one rounding), the gate tables (256 x 8
   ROMs), the cell / hidden updates, writing the unit's new state;
 * the GRU runs the two twice: update and reset columns, then (after ``r * h`` is known)
   the candidate columns.
 
 Cycles per step (input waiting, output free): :func:`recurrent_step_cycles`.
+
+Only the control has a reset (the FSM, the valid flags, the state ``h`` / ``c``): the
+datapath's registers are reset-less, so SOFT_RESET's net reaches a few hundred
+flip-flops instead of every one (every datapath value is used under a valid flag).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ._dsp import dsp_product
+from ._ff import copy_register
 from ._mem import BLOCK_ROM_BITS
 from ._util import Component, HardwareConfigError
 from .mvau import adder_tree_depth
@@ -143,26 +150,30 @@ def _wrap(v: int, bits: int) -> int:
 
 
 class _Pipe:
-    """Free-running pipeline values: ``(signal, stage)`` pairs, delayed on demand."""
+    """Free-running pipeline values: ``(signal, stage)`` pairs, delayed on demand.  The
+    registers have no reset (a soft reset's net reaches only the control: every value
+    here is used under a valid flag), except the delays of a signal that has one (the
+    valid flags themselves)."""
 
     def __init__(self, m: Module, name: str) -> None:
         self.m, self.name, self.n = m, name, 0
         self._delays: dict[tuple[int, int], Value] = {}
         self._keep: list[Value] = []  # keeps the ids of the delayed values unique
 
-    def sig(self, shape: Any, tag: str) -> Signal:
+    def sig(self, shape: Any, tag: str, reset_less: bool = True) -> Signal:
         self.n += 1
-        return Signal(shape, name=f"{self.name}_{tag}{self.n}")
+        return Signal(shape, name=f"{self.name}_{tag}{self.n}", reset_less=reset_less)
 
     def at(self, v: tuple[Value, int], stage: int) -> Value:
         sig, s = v
         if s > stage:
             raise HardwareConfigError(f"{self.name}: value at stage {s} wanted at {stage}")
         cur = sig
+        data = not isinstance(sig, Signal) or sig.reset_less
         for k in range(s, stage):
             key = (id(sig), k + 1)
             if key not in self._delays:
-                r = self.sig(cur.shape(), "d")
+                r = self.sig(cur.shape(), "d", reset_less=data)
                 self.m.d.sync += r.eq(cur)
                 self._delays[key] = r
                 self._keep.append(sig)
@@ -334,7 +345,7 @@ class RecurrentUnit(Component):
         sf, sfx = (ind + d) // simd, ind // simd
         per_gate = d // pe
 
-        x_reg = Signal(8 * ind)
+        x_reg = Signal(8 * ind, reset_less=True)
         last_reg = Signal()
         h = Array(Signal(signed(8), name=f"h{k}") for k in range(d))
         c = Array(Signal(signed(16), name=f"c{k}") for k in range(d)) \
@@ -363,9 +374,9 @@ class RecurrentUnit(Component):
         vall = Cat(x_reg, hvec)
         # the operand: fold f of (x_t, h) -- a shift register loaded at each group's
         # first fold (no sf-way multiplexer on the path: sf is 37 for the GRU KWS)
-        opnd = Signal(8 * simd)
+        opnd = Signal(8 * simd, reset_less=True)
         if sf > 1:
-            rest = Signal(8 * simd * (sf - 1))
+            rest = Signal(8 * simd * (sf - 1), reset_less=True)
             with m.If(issue):
                 with m.If(f == 0):
                     m.d.sync += [opnd.eq(vall[:8 * simd]), rest.eq(vall[8 * simd:])]
@@ -378,8 +389,8 @@ class RecurrentUnit(Component):
         vt, ft, gt = [issue], [f], [col_grp]
         for k in range(1, drain + 1):
             vt.append(Signal(name=f"eng_v{k}"))
-            ft.append(Signal.like(f, name=f"eng_f{k}"))
-            gt.append(Signal.like(col_grp, name=f"eng_g{k}"))
+            ft.append(Signal.like(f, name=f"eng_f{k}", reset_less=True))
+            gt.append(Signal.like(col_grp, name=f"eng_g{k}", reset_less=True))
             m.d.sync += [vt[k].eq(vt[k - 1]), ft[k].eq(ft[k - 1]), gt[k].eq(gt[k - 1])]
         v4, f4, g4 = vt[drain], ft[drain], gt[drain]
         wx = np.asarray(self.p.wx, np.int64)
@@ -401,7 +412,9 @@ class RecurrentUnit(Component):
                     mem = Memory(shape=signed(32), depth=per_gate, init=[])
                     m.submodules[f"acc{kind}_{k}_{p}"] = mem
                     roww.append(mem.write_port())
-                    rowr.append(mem.read_port(domain="sync"))
+                    # read without a register (the element-wise unit's shift chain is
+                    # the register; engine writes and these reads never overlap)
+                    rowr.append(mem.read_port(domain="comb"))
             accx_w.append(rowx)
             acch_w.append(rowh)
             accx_r.append(rrx)
@@ -432,13 +445,14 @@ class RecurrentUnit(Component):
                 for j in range(0, len(vals), 2):
                     pair = vals[j:j + 2]
                     r = Signal(signed(len(pair[0]) + 1), name=f"pe{p}_sum" if
-                               lv == levels - 1 else f"pe{p}_t{lv}_{j // 2}")
+                               lv == levels - 1 else f"pe{p}_t{lv}_{j // 2}",
+                               reset_less=True)
                     m.d.sync += r.eq(pair[0] + pair[1] if len(pair) == 2 else pair[0])
                     nxt.append(r)
                 vals = nxt
             ssum = vals[0]
-            accx, acch = Signal(signed(32), name=f"pe{p}_ax"), \
-                Signal(signed(32), name=f"pe{p}_ah")
+            accx, acch = Signal(signed(32), name=f"pe{p}_ax", reset_less=True), \
+                Signal(signed(32), name=f"pe{p}_ah", reset_less=True)
             nx, nh = Signal(signed(32)), Signal(signed(32))
             m.d.comb += [nx.eq(Mux(f4 == 0, ssum, accx + ssum)),
                          nh.eq(Mux(f4 == sfx, ssum, acch + ssum))]
@@ -459,16 +473,33 @@ class RecurrentUnit(Component):
         dword, dlane = Signal(range(per_gate + 1)), Signal(range(pe))  # d // pe, d % pe
         elem = Signal()
         ep = _Pipe(m, "el")
+        dword1 = Signal.like(dword, name="el_dword1", reset_less=True)  # at stage 1
+        m.d.sync += dword1.eq(dword)
         for k in range(g):
             for p in range(pe):
-                m.d.comb += [accx_r[k][p].addr.eq(dword), acch_r[k][p].addr.eq(dword)]
+                m.d.comb += [accx_r[k][p].addr.eq(dword1), acch_r[k][p].addr.eq(dword1)]
         d1, _ = ep.reg(range(d + 1), dcnt, 0, "d")
-        psel = ep.reg(range(pe), dlane, 0, "dl")
+        first = Signal()   # stage 1: the unit is its word's first (lane 0)
+        m.d.comb += first.eq(dlane == 0)
 
         def acc_of(k: int, kind: str) -> tuple[Value, int]:
+            """Accumulator ``kind`` of gate ``k`` for the unit issued at stage 0, at
+            stage 2: the PEs' word, read at stage 1 without a read register, is loaded
+            into a shift chain at the word's first unit and moved one PE down a cycle
+            -- neighbour-to-neighbour wiring instead of a PE-way multiplexer gathering
+            ``32 * pe`` wires into one place (at PE 32 the full models did not route);
+            the chain's load flag is a copy per accumulator
+            (:func:`~._ff.copy_register`: a fan-out of ``32 * pe``, not all eight's)."""
             ports = accx_r[k] if kind == "x" else acch_r[k]
-            arr = Array(pt.data for pt in ports)
-            return ep.reg(signed(32), arr[psel[0]], 1, f"{kind}{k}")
+            if pe == 1:
+                return ep.reg(signed(32), ports[0].data, 1, f"{kind}{k}")
+            load = copy_register(m, first, Const(1, 1), f"el_ld_{kind}{k}", self.ff_style)
+            chain = [Signal(signed(32), name=f"el_{kind}{k}_sh{p}", reset_less=True)
+                     for p in range(pe)]
+            for p in range(pe - 1):
+                m.d.sync += chain[p].eq(Mux(load, ports[p].data, chain[p + 1]))
+            m.d.sync += chain[-1].eq(ports[-1].data)  # read only right after a load
+            return chain[0], 2
 
         def rom_of(values: list[int], width: int, tag: str) -> tuple[Value, int]:
             rom = Memory(shape=width, depth=len(values), init=values,
@@ -600,7 +631,7 @@ class RecurrentUnit(Component):
         m.d.comb += emit.eq(Const(int(self.mode == "sequence"), 1) | last_reg)
         wait = Signal(range(64))
         o_valid = Signal()
-        o_data = Signal(len(self.o.payload))
+        o_data = Signal(len(self.o.payload), reset_less=True)
         m.d.comb += [self.o.valid.eq(o_valid), self.o.payload.eq(o_data)]
         with m.If(self.o.ready):
             m.d.sync += o_valid.eq(0)

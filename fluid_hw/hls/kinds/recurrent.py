@@ -178,14 +178,24 @@ def _weight_words(s: RecurrentSpec) -> int:
 
 
 def _memories(s: RecurrentSpec, lanes: tuple[int, int]) -> list[tuple[int, int, str]]:
-    """Weights per PE (ROM), the accumulators per gate and PE (x and h, RAM), the
+    """Weights per PE (ROM), the accumulators per gate and PE (x and h, RAM; one word
+    deep, at PE = hidden size, they are registers: :func:`_accumulator_ff`), the
     per-column requantiser parameters per gate (ROM: bias, multipliers and shifts)."""
     g = GATES[s.cell]
     out = [(_weight_words(s), 8 * s.simd, "rom") for _ in range(s.pe)]
-    out += [(s.hidden // s.pe, 32, "ram") for _ in range(2 * g * s.pe)]
+    if s.hidden // s.pe > 1:
+        out += [(s.hidden // s.pe, 32, "ram") for _ in range(2 * g * s.pe)]
     terms = 3 if s.cell == "lstm" else 2
     out += [(s.hidden, 32 + 22 * terms, "rom") for _ in range(g)]
     return out
+
+
+def _accumulator_ff(s: RecurrentSpec) -> int:
+    """Flip-flops of the accumulators' read side: the element-wise unit's shift chain
+    (32 bits per PE, per gate, x and h; none at PE 1) and, at one word per PE, the
+    accumulator memories themselves (Yosys builds a one-word memory from flip-flops)."""
+    per_acc = 32 * (s.pe if s.pe > 1 else 0) + (32 * s.pe if s.hidden == s.pe else 0)
+    return 2 * GATES[s.cell] * per_acc
 
 
 def _dsps(s: RecurrentSpec) -> int:
@@ -202,7 +212,8 @@ def _resources(s: RecurrentSpec, lanes: tuple[int, int]) -> Resources:
                       s.pe * (s.simd * 32 + 64) + 8 * s.hidden +
                       # the adder tree's registers beyond the PE's sum (about 18 bits
                       # each) and the operand's shift register
-                      s.pe * 18 * max(0, s.simd - 2) + 8 * (s.in_dim + s.hidden - s.simd),
+                      s.pe * 18 * max(0, s.simd - 2) + 8 * (s.in_dim + s.hidden - s.simd) +
+                      _accumulator_ff(s),
                       dsp=_dsps(s))
     for depth, width, kind in _memories(s, lanes):
         total = total + memory_resources(depth, width, const=kind == "rom")
