@@ -8,9 +8,11 @@ The model is ``sequence_classifier(hidden=8)`` -- the LSTM reference model (Flui
 default peepholes, embedding on the host) at a quarter of its hidden size -- because
 the full one (hidden 32: PE 32 x SIMD 2, 24 k LUT4) takes 20 minutes and more of
 nextpnr, past the CI budget for one test (docs/recurrent.md, "On the ULX3S-85F", has
-both full reference models' builds).  Measured at commit e4a0c4c: automatic folding
-8 x 8, 101.51 MHz post-route, bit-exact, 67.03 cycles per step vs 67; 808 s of wall
-time on two cores shared with four other nextpnr runs (Yosys 98 s of it).  Skipped
+both full reference models' builds).  Measured at commit b1b8021 (the element-wise
+unit's shift chain, reset-less datapath): automatic folding 8 x 8, 113.58 MHz
+post-route (101.51 before), bit-exact, 67.03 cycles per step vs 67; 2,514 s of tool
+time on two cores shared with three other nextpnr runs (Yosys 340 s, nextpnr 2,155 s;
+808 s for the whole test at e4a0c4c under lighter load).  Skipped
 only when Yosys, nextpnr-ecp5 or ecppack cannot be found (the dev extra installs their
 YoWASP builds)."""
 
