@@ -149,6 +149,17 @@ def test_qlinear_matmul_equals_the_spec_and_onnxruntime_within_one_step(ta, tb, 
     got = _fluid(m, {"a": a})
     acc = spec_matmul_integer(a, b, za, zb)
     np.testing.assert_array_equal(got, spec_requant(acc, sa, sb, sy, zy, -1))
+    if ta is U8 and tb is I8:
+        # onnxruntime's QLinearMatMul saturates uint8 x int8 pair sums at int16 on x86
+        # without VNNI (harness.run_ort); against it, weights of 7 bits (its reduce_range)
+        b = b // 2
+        m = _model("QLinearMatMul", [("a", a, False), ("sa", sa, True), ("za", za, True),
+                                     ("b", b, True), ("sb", sb, True), ("zb", zb, True),
+                                     ("sy", sy, True), ("zy", zy, True)], opset=21,
+                   out=helper.np_dtype_to_tensor_dtype(np.dtype(ta)), shape=[32, 12])
+        got = _fluid(m, {"a": a})
+        np.testing.assert_array_equal(
+            got, spec_requant(spec_matmul_integer(a, b, za, zb), sa, sb, sy, zy, -1))
     worst, n = _steps(got, run_ort(m, {"a": a})[0])
     record_property("differ_from_onnxruntime", f"{n} of {got.size}")
     assert worst <= 1
