@@ -145,6 +145,16 @@ def recurrent_step_cycles(cell: str, in_dim: int, hidden: int, pe: int, simd: in
     return 2 + sum(g * sf + engine_drain(simd) + hidden + lat for g, lat in phases)
 
 
+def state_read_split(hidden: int) -> tuple[int, int]:
+    """The element-wise unit's two-level state read: (low index bits of its first
+    multiplexer level, number of first-level groups); (0, 0) for one level, at a hidden
+    size of 4 or less."""
+    if hidden <= 4:
+        return 0, 0
+    lo = (max(1, (hidden - 1).bit_length()) + 1) // 2
+    return lo, -(-hidden // (1 << lo))
+
+
 def _wrap(v: int, bits: int) -> int:
     return v & ((1 << bits) - 1)
 
@@ -479,6 +489,28 @@ class RecurrentUnit(Component):
             for p in range(pe):
                 m.d.comb += [accx_r[k][p].addr.eq(dword1), acch_r[k][p].addr.eq(dword1)]
         d1, _ = ep.reg(range(d + 1), dcnt, 0, "d")
+        lo_bits, _ = state_read_split(d)
+        dnext_lo = Signal(max(1, lo_bits), name="el_dnext_lo")
+        # dcnt's low bits next cycle: counting in ELEM, 0 after DRAIN (else unused)
+        m.d.comb += dnext_lo.eq(Mux(elem, dcnt[:lo_bits] + 1, 0))
+
+        def state_at(arr: Any, width: int, tag: str) -> tuple[Value, int]:
+            """``arr[dcnt]`` at stage 1 without a ``d``-way multiplexer on one path: a
+            first level, selected by the low bits ``dcnt`` will have next cycle, picks
+            one word of each group of ``2**lo_bits`` a cycle ahead; the second, by the
+            high bits, picks the group.  A state word is written only ``latency``
+            cycles after its own read, so reading it a cycle early is exact."""
+            items = list(arr)
+            if not lo_bits:
+                return ep.reg(signed(width), arr[dcnt], 0, tag)
+            size = 1 << lo_bits
+            first_level = []
+            for j in range(0, d, size):
+                grp_items = items[j:j + size] + [Const(0, signed(width))] * (j + size - d)
+                r = Signal(signed(width), name=f"el_{tag}_g{j // size}", reset_less=True)
+                m.d.sync += r.eq(Array(grp_items)[dnext_lo])
+                first_level.append(r)
+            return ep.reg(signed(width), Array(first_level)[dcnt[lo_bits:]], 0, tag)
         first = Signal()   # stage 1: the unit is its word's first (lane 0)
         m.d.comb += first.eq(dlane == 0)
 
@@ -541,7 +573,7 @@ class RecurrentUnit(Component):
         done_write: list[Value] = []
         if self.cell == "lstm":
             assert c is not None
-            cp = ep.reg(signed(16), c[dcnt], 0, "cp")
+            cp = state_at(c, 16, "cp")
             peep = np.asarray(self.p.peephole, np.int64) if self.peep else None
             pps: list[tuple[Value, int] | None] = [None, None, None]
             if peep is not None:
@@ -583,7 +615,7 @@ class RecurrentUnit(Component):
             done_write.append(vl)
         else:
             assert rh is not None and ug is not None
-            hp = ep.reg(signed(8), h[dcnt], 0, "hp")
+            hp = state_at(h, 8, "hp")
             # phase A: update, reset
             zu = self._srq(m, ep, gate_terms(0, None), -128, 127, "zu", max_dn(0))
             zr = self._srq(m, ep, gate_terms(1, None), -128, 127, "zr", max_dn(1))
@@ -602,7 +634,7 @@ class RecurrentUnit(Component):
             # phase B: candidate, new h
             zc = self._srq(m, ep, gate_terms(2, None), -128, 127, "zc", max_dn(2))
             cand = self._table(m, ep, 2, zc, "tcand")
-            uu = ep.reg(signed(8), ug[dcnt], 0, "u")
+            uu = state_at(ug, 8, "u")
             one_minus = ep.reg(signed(9), 127 - uu[0], uu[1], "omu")
             if a["origin_mode"]:
                 gc, gh = one_minus, uu

@@ -22,7 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from fluid_hw.rtl.recurrent import GATES, RecurrentParams, recurrent_step_cycles
+from fluid_hw.rtl.recurrent import (
+    GATES,
+    RecurrentParams,
+    recurrent_step_cycles,
+    state_read_split,
+)
 from fluid_hw.rtl.recurrent_spec import CELL_ATTRS, RecurrentSpec
 
 from ...ir.program import Operator, Program
@@ -194,8 +199,14 @@ def _accumulator_ff(s: RecurrentSpec) -> int:
     """Flip-flops of the accumulators' read side: the element-wise unit's shift chain
     (32 bits per PE, per gate, x and h; none at PE 1) and, at one word per PE, the
     accumulator memories themselves (Yosys builds a one-word memory from flip-flops)."""
-    per_acc = 32 * (s.pe if s.pe > 1 else 0) + (32 * s.pe if s.hidden == s.pe else 0)
+    per_acc = 32 * (s.pe if s.pe > 1 else 0) + (32 * s.pe if s.hidden // s.pe == 1 else 0)
     return 2 * GATES[s.cell] * per_acc
+
+
+def _state_read_ff(s: RecurrentSpec) -> int:
+    """The state reads' first multiplexer level (``rtl.recurrent.state_read_split``):
+    a register per group, 16 bits (the LSTM's c; the GRU's h and u, 8 bits each)."""
+    return 16 * state_read_split(s.hidden)[1]
 
 
 def _dsps(s: RecurrentSpec) -> int:
@@ -213,7 +224,7 @@ def _resources(s: RecurrentSpec, lanes: tuple[int, int]) -> Resources:
                       # the adder tree's registers beyond the PE's sum (about 18 bits
                       # each) and the operand's shift register
                       s.pe * 18 * max(0, s.simd - 2) + 8 * (s.in_dim + s.hidden - s.simd) +
-                      _accumulator_ff(s),
+                      _accumulator_ff(s) + _state_read_ff(s),
                       dsp=_dsps(s))
     for depth, width, kind in _memories(s, lanes):
         total = total + memory_resources(depth, width, const=kind == "rom")
