@@ -229,7 +229,8 @@ def mvau_resources(mw: int, mh: int, pe: int, simd: int, requantize: bool, const
 
 def swg_resources(geom: WindowGeometry, lanes: int) -> Resources:
     depth = line_depth(geom, lanes)
-    return Resources(lut=120 + 8 * lanes, ff=120 + 4 * 8 * lanes) + \
+    # the output queue's 4 entries and the input skid buffer's 2 (rtl.swg)
+    return Resources(lut=120 + 8 * lanes, ff=122 + (4 + 2) * 8 * lanes) + \
         memory_resources(depth, 8 * lanes, const=False)
 
 

@@ -41,7 +41,15 @@ from amaranth.lib.wiring import In, Out
 
 from ._util import Component, HardwareConfigError, ceil_log2
 from .stream import CreditQueue, SkidBuffer, credit_depth
-from .swg import ROW_OVERHEAD, ROW_READY_DELAY, WindowGeometry, line_rows, ring_add, row_release
+from .swg import (
+    INPUT_LATENCY,
+    ROW_OVERHEAD,
+    ROW_READY_DELAY,
+    WindowGeometry,
+    line_rows,
+    ring_add,
+    row_release,
+)
 
 __all__ = ["WideWindow", "use_wide_window", "wide_window_cycles", "wide_row_reads",
            "WIDE_QUEUE_DEPTH", "WIDE_LOAD_LATENCY", "WIDE_READ_LATENCY",
@@ -54,16 +62,14 @@ WIDE_READ_LATENCY = 2
 WIDE_LOAD_LATENCY = WIDE_READ_LATENCY + CreditQueue.latency
 #: Entries of the column queue: one read a cycle without bubbles.
 WIDE_QUEUE_DEPTH = credit_depth(WIDE_READ_LATENCY, 1)
-#: Cycles from an input beat's transfer to the writer taking it: a
-#: :class:`~.stream.SkidBuffer` at the input registers ``ready`` and the beat, so the
-#: upstream stage's handshake is one route to a register (LeNet-5 on the ULX3S-85F at
-#: 85.4 MHz: the critical path ran line-buffer count -> ``ready`` -> the upstream skid
-#: buffer -> the writer's row counters -> the row count, 9.5 ns of its 11.7 routing
-#: across the device).
-WIDE_INPUT_LATENCY = 1
+#: Cycles from an input beat's transfer to the writer taking it: the input skid buffer
+#: of :data:`.swg.INPUT_LATENCY` (first here: LeNet-5 on the ULX3S-85F at 85.4 MHz ran
+#: line-buffer count -> ``ready`` -> the upstream skid buffer -> the writer's row
+#: counters -> the row count, 9.5 ns of its 11.7 routing across the device).
+WIDE_INPUT_LATENCY = INPUT_LATENCY
 #: Cycles from an input row's last beat (its transfer at the input) to the first read
-#: for an output row that waited for it.
-WIDE_ROW_READY_DELAY = ROW_READY_DELAY + WIDE_INPUT_LATENCY
+#: for an output row that waited for it: as the ordinary window generator's.
+WIDE_ROW_READY_DELAY = ROW_READY_DELAY
 
 
 def use_wide_window(geom: WindowGeometry, simd: int) -> bool:
