@@ -490,9 +490,11 @@ class RecurrentUnit(Component):
                 m.d.comb += [accx_r[k][p].addr.eq(dword1), acch_r[k][p].addr.eq(dword1)]
         d1, _ = ep.reg(range(d + 1), dcnt, 0, "d")
         lo_bits, _ = state_read_split(d)
+        # dcnt's low bits next cycle: counting in ELEM (``dinc``, a register kept at
+        # ``dcnt + 1``: no carry chain on the path), 0 after DRAIN (else unused)
+        dinc = Signal(max(1, lo_bits), name="el_dinc", reset_less=True)
         dnext_lo = Signal(max(1, lo_bits), name="el_dnext_lo")
-        # dcnt's low bits next cycle: counting in ELEM, 0 after DRAIN (else unused)
-        m.d.comb += dnext_lo.eq(Mux(elem, dcnt[:lo_bits] + 1, 0))
+        m.d.comb += dnext_lo.eq(Mux(elem, dinc, 0))
 
         def state_at(arr: Any, width: int, tag: str) -> tuple[Value, int]:
             """``arr[dcnt]`` at stage 1 without a ``d``-way multiplexer on one path: a
@@ -689,11 +691,11 @@ class RecurrentUnit(Component):
             with m.State("DRAIN"):
                 m.d.sync += wait.eq(wait - 1)
                 with m.If(wait == 0):
-                    m.d.sync += [dcnt.eq(0), dword.eq(0), dlane.eq(0)]
+                    m.d.sync += [dcnt.eq(0), dinc.eq(1), dword.eq(0), dlane.eq(0)]
                     m.next = "ELEM"
             with m.State("ELEM"):
                 m.d.comb += elem.eq(1)
-                m.d.sync += dcnt.eq(dcnt + 1)
+                m.d.sync += [dcnt.eq(dcnt + 1), dinc.eq(dinc + 1)]
                 with m.If(dlane == pe - 1):
                     m.d.sync += [dlane.eq(0), dword.eq(dword + 1)]
                 with m.Else():
