@@ -102,6 +102,15 @@ class HostInfo(HostFile):
         return cls(**vars(BuildDir(path.parent.parent).host()))
 
 
+def _reversed_rows(lengths: Sequence[int]) -> np.ndarray:
+    """Row order that reverses each sequence's rows in place (sequences back to back);
+    its own inverse."""
+    starts = np.repeat(np.cumsum([0, *lengths[:-1]]), lengths)
+    ends = np.repeat(np.cumsum(lengths), lengths)
+    pos = np.arange(int(sum(lengths)))
+    return np.asarray(starts + ends - 1 - pos, np.int64)
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """What the last :meth:`Accelerator.run` saw: the accelerator's input and output
@@ -225,7 +234,10 @@ class Accelerator:
         """The accelerator alone on variable-length sequences (a design whose first stage
         is recurrent): the integer steps of every sequence back to back (program order,
         ``[sum(lengths), ...]``) -> ``[N, *out_shape]`` (the last step's output) or
-        ``[sum(lengths), *out_shape]`` (every step's, design mode ``"sequence"``)."""
+        ``[sum(lengths), *out_shape]`` (every step's, design mode ``"sequence"``).  A
+        build whose recurrence runs backwards (``is_reverse``: host.json
+        ``reverse_sequences``) gets each sequence's steps last first, and its
+        whole-sequence output is put back in program order."""
         mode = self.info.get("sequence")
         if mode is None:
             raise DriverError(f"{self.build_dir}: the accelerator takes fixed-size items, not "
@@ -242,9 +254,15 @@ class Accelerator:
             raise DriverError(f"the accelerator takes {len(self.host.in_perm)} values per "
                               f"step ({self.host.hw_input}), got {flat.shape[1]}")
         self.clear_counters()
-        res = self.transport.stream_sequences(flat[:, self.host.in_perm], ln)
+        # is_reverse: every sequence's steps go out last first (and come back in order)
+        order = _reversed_rows(ln) if self.host.reverse_sequences else None
+        res = self.transport.stream_sequences(
+            flat[:, self.host.in_perm] if order is None else flat[order][:, self.host.in_perm],
+            ln)
         out = np.empty_like(res.outputs)
         out[:, self.host.out_perm] = res.outputs
+        if order is not None and mode == "sequence":
+            out[order] = out.copy()
         y = out.reshape(len(out), *self.host.out_shape)
         self.last = RunRecord(x, y, res, self.counters())
         return y

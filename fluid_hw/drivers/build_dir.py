@@ -176,6 +176,9 @@ class HostFile:
     out_shape: tuple[int, ...]
     weights: str
     design_hash: str
+    #: the recurrence runs each sequence from its last step (is_reverse): the driver
+    #: streams the steps reversed and puts a whole-sequence output back in order
+    reverse_sequences: bool = False
 
 
 def _need(cond: object, what: str) -> None:
@@ -616,9 +619,11 @@ class BuildDir:
             for k in ("hw_input", "hw_output", "weights", "design_hash"):
                 _need(isinstance(d[k], str), f"{k}: not a string")
             _need(d["weights"] in ("const", "runtime"), "weights: not const or runtime")
+            reverse = d.get("reverse_sequences", False)
+            _need(isinstance(reverse, bool), "reverse_sequences: not true or false")
             return HostFile(_names(d["feeds"], "feeds"), _names(d["fetches"], "fetches"),
                             d["hw_input"], d["hw_output"], in_perm, out_perm, in_shape,
-                            out_shape, d["weights"], d["design_hash"])
+                            out_shape, d["weights"], d["design_hash"], reverse)
         except KeyError as e:
             raise self._error(p, f"malformed (no {e})") from None
         except ValueError as e:

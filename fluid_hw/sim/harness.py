@@ -194,6 +194,23 @@ class Harness:
         return total
 
     # ---- streaming -------------------------------------------------------------------------
+    def _max_idle(self, max_idle: int | None, ready_prob: float, valid_prob: float) -> int:
+        """``max_idle`` or, by default, the design's ``cycle_bound`` stretched by the
+        slower of the two handshake probabilities."""
+        if max_idle is not None:
+            return max_idle
+        slow = 1.0 / max(0.01, min(ready_prob, valid_prob))
+        return int(10_000 + 2 * slow * self.info.get("cycle_bound", 100_000))
+
+    def _check(self, status: int, max_idle: int, progress: str, unit: str) -> None:
+        """The C runner's status as an error: 1 a hang, 2 a misplaced TLAST."""
+        if status == 1:
+            raise SimulationError(f"{self.info['name']}: no stream transfer for {max_idle} "
+                                  f"cycles after {progress} (hang)")
+        if status == 2:
+            raise SimulationError(f"{self.info['name']}: m_axis_tlast was not on the last "
+                                  f"beat of an output {unit}")
+
     def run(self, inputs: np.ndarray, *, ready_prob: float = 1.0, valid_prob: float = 1.0,
             seed: int = 0, max_idle: int | None = None) -> RunResult:
         """Stream ``inputs`` (int8 [N, in_len], images in HWC order) and collect the N
@@ -201,16 +218,12 @@ class Harness:
         back-pressure); ``valid_prob``: of offering the next input beat.  Raises
         :class:`SimulationError` if nothing moves for ``max_idle`` cycles (default: from
         the design's ``cycle_bound`` and the probabilities)."""
-        if max_idle is None:
-            slow = 1.0 / max(0.01, min(ready_prob, valid_prob))
-            max_idle = int(10_000 + 2 * slow * self.info.get("cycle_bound", 100_000))
+        max_idle = self._max_idle(max_idle, ready_prob, valid_prob)
         x = np.asarray(inputs)
         in_len, out_len = self.info["in_len"], self.info["out_len"]
         if x.ndim != 2 or x.shape[1] != in_len:
             raise SimulationError(f"inputs must be [N, {in_len}], got {x.shape}")
-        if x.size and (x.min() < -128 or x.max() > 127):
-            raise SimulationError("inputs must be int8 values")
-        x = np.ascontiguousarray(x, np.int8)
+        x = _int8(x)
         n = len(x)
         out_dtype = np.int8 if self.info["out_bits"] == 8 else np.int32
         out = np.zeros((n, out_len), out_dtype)
@@ -220,14 +233,8 @@ class Harness:
                                   ts.ctypes.data, round(valid_prob * 1000),
                                   round(ready_prob * 1000), seed, max_idle,
                                   ctypes.byref(cycles), ctypes.byref(done))
-        if status == 1:
-            raise SimulationError(f"{self.info['name']}: no stream transfer for {max_idle} "
-                                  f"cycles after {done.value} of {n} outputs (hang)")
-        if status == 2:
-            raise SimulationError(f"{self.info['name']}: m_axis_tlast was not on the last "
-                                  "beat of an output vector")
+        self._check(status, max_idle, f"{done.value} of {n} outputs", "vector")
         return RunResult(out, int(cycles.value), ts)
-
 
     def run_sequences(self, steps: np.ndarray, lengths: np.ndarray | list[int], *,
                       ready_prob: float = 1.0, valid_prob: float = 1.0, seed: int = 0,
@@ -242,9 +249,7 @@ class Harness:
         if mode is None:
             raise SimulationError(f"{self.info['name']} takes fixed-size items, not "
                                   "sequences (its first stage is not recurrent): use run()")
-        if max_idle is None:
-            slow = 1.0 / max(0.01, min(ready_prob, valid_prob))
-            max_idle = int(10_000 + 2 * slow * self.info.get("cycle_bound", 100_000))
+        max_idle = self._max_idle(max_idle, ready_prob, valid_prob)
         in_len, out_len = self.info["in_len"], self.info["out_len"]
         ln = np.asarray(lengths, np.int64).reshape(-1)
         x = np.asarray(steps)
@@ -253,9 +258,7 @@ class Harness:
                                   f"got {x.shape}")
         if ln.size and ln.min() < 1:
             raise SimulationError("every sequence needs at least one step")
-        if x.size and (x.min() < -128 or x.max() > 127):
-            raise SimulationError("inputs must be int8 values")
-        x = np.ascontiguousarray(x, np.int8)
+        x = _int8(x)
         n = len(ln)
         in_beats = np.ascontiguousarray(ln * (in_len // self.info["in_lanes"]), np.int64)
         per = ln if mode == "sequence" else np.full(n, out_len // self.info["out_lanes"])
@@ -270,13 +273,15 @@ class Harness:
                                       round(valid_prob * 1000), round(ready_prob * 1000),
                                       seed, max_idle, ctypes.byref(cycles),
                                       ctypes.byref(done))
-        if status == 1:
-            raise SimulationError(f"{self.info['name']}: no stream transfer for {max_idle} "
-                                  f"cycles after {done.value} of {n} sequences (hang)")
-        if status == 2:
-            raise SimulationError(f"{self.info['name']}: m_axis_tlast was not on the last "
-                                  "beat of an output packet")
+        self._check(status, max_idle, f"{done.value} of {n} sequences", "packet")
         return RunResult(out, int(cycles.value), ts)
+
+
+def _int8(x: np.ndarray) -> np.ndarray:
+    """``x`` as contiguous int8, refused when a value does not fit."""
+    if x.size and (x.min() < -128 or x.max() > 127):
+        raise SimulationError("inputs must be int8 values")
+    return np.ascontiguousarray(x, np.int8)
 
 
 def measure(ts: np.ndarray) -> dict[str, float]:

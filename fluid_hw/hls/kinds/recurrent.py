@@ -1,8 +1,8 @@
 """Kind ``recurrent``: ``quantized_fc`` (no requantiser: its int32 accumulator is the
 cell's input) + ``quantized_lstm`` | ``quantized_gru`` [+ ``sequence_pool`` ``LAST``
-(``sequence_last_step``)] as one stage (:mod:`fluid_hw.rtl.recurrent`): a step a beat in,
-the last hidden state of each sequence out (with the pool: mode ``"last"``) or every
-step's (mode ``"sequence"``).
+(``sequence_last_step``; ``FIRST`` with ``is_reverse``)] as one stage
+(:mod:`fluid_hw.rtl.recurrent`): a step a beat in, the last hidden state of each
+sequence out (with the pool: mode ``"last"``) or every step's (mode ``"sequence"``).
 
 Folding: PE divides the hidden size, SIMD both the input size and the hidden size (the
 stage's ``fold_dims`` are ``(gcd(in_dim, D), D)`` so the balancer offers only those).
@@ -11,8 +11,9 @@ the matrix engine's ``groups * (in_dim + D) / SIMD`` cycles and drain (3 + its
 registered adder-tree levels, ``max(1, ceil log2 SIMD)``), the element-wise
 unit's ``D`` cycles and latency, per phase -- two for a GRU -- and the input and output
 cycles; step t+1 starts after step t's ``h`` is written).  Refused, with the reason:
-``H0`` / ``C0`` inputs, ``is_reverse``, a ``Cell`` output read outside the stage, any
-pooling but ``LAST``."""
+``H0`` / ``C0`` inputs, a ``Cell`` output read outside the stage, any pooling but the
+step computed last (``LAST``; ``FIRST`` with ``is_reverse``, whose sequences the driver
+streams last step first: host.json ``reverse_sequences``)."""
 
 from __future__ import annotations
 
@@ -106,10 +107,9 @@ def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredSt
                                 "recurrent stage (its state starts at 0 for every sequence); "
                                 f"drop {slot} from the model or keep the recurrence on the host "
                                 "(QuantConfig(exclude=[...]))")
-    if cell_op.attr("is_reverse"):
-        raise LoweringError(f"{who}: is_reverse runs each sequence from its last step; the "
-                            "recurrent stage takes steps in stream order. Reverse the "
-                            "sequences on the host, or keep the recurrence on the host")
+    # is_reverse: the driver streams each sequence's steps last first (host.json
+    # ``reverse_sequences``) and puts a whole-sequence output back in program order
+    reverse = bool(cell_op.attr("is_reverse"))
     if cell == "lstm":
         cvar = cell_op.output("Cell")[0]
         if _readers(b.program, cvar) or cvar in b.part.fetches:
@@ -123,11 +123,16 @@ def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredSt
     mode, out = "sequence", hidden_var
     if k + 2 < len(chain) and b.ops[chain[k + 2]].type == "sequence_pool":
         pool = b.ops[chain[k + 2]]
-        if pool.attr("pooltype") != "LAST":
+        # the step computed last: the sequence's last (first with is_reverse)
+        want = "FIRST" if reverse else "LAST"
+        if pool.attr("pooltype") != want:
+            hint = " (with is_reverse the state after the whole sequence is its first " \
+                   "step: sequence_first_step)" if reverse and \
+                pool.attr("pooltype") == "LAST" else ""
             raise LoweringError(f"sequence_pool ({pool.attr('pooltype')}, -> "
                                 f"{pool.output('Out')[0]}) after {who}: the recurrent stage "
-                                "gives the last step (LAST) or the whole sequence; pool on "
-                                "the host")
+                                f"gives the step computed last ({want}) or the whole "
+                                f"sequence{hint}; pool on the host")
         used.append(chain[k + 2])
         mode, out = "last", pool.output("Out")[0]
     if mode == "sequence" and k + 2 < len(chain):
@@ -143,7 +148,7 @@ def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredSt
               "wh": cell_op.input("Weight")[0], "gm": cell_op.input("GateMultiplier")[0],
               "gs": cell_op.input("GateShift")[0], "tables": cell_op.input("Tables")[0],
               "peephole": cell_op.input("Peephole")[0] if peep else None}
-    layout = {"cell": cell, "mode": mode, "peepholes": peep,
+    layout = {"cell": cell, "mode": mode, "peepholes": peep, "reverse": reverse,
               "attrs": {a: cell_op.attr(a) for a in CELL_ATTRS[cell]}}
     st = LoweredStage(name, "recurrent", cell_op.type, used, cur.var, out, (in_dim,), (d,),
                       cur.fmt, out_fmt, np.arange(d), params, layout, {}, False, True,
