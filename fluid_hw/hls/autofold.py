@@ -368,7 +368,7 @@ def fold_units(specs: Sequence[StageSpec], family: str = "ecp5", *,
         units.append(_DeviceUnit(s.name, mw, mh, make,
                                  make_lut=make_lut if lut_multipliers and
                                  lut_capable(s, family) else None,
-                                 family=family))
+                                 max_pe=kind_of(s).max_pe, family=family))
     return units
 
 

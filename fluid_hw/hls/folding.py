@@ -111,6 +111,8 @@ class FoldUnit:
     #: ``make_lut(pe, simd, lut_mults)``: the same with ``lut_mults`` of the products in
     #: LUTs; None where the stage has no LUT multipliers
     make_lut: Callable[[int, int, int], Sequence[StageSpec]] | None = None
+    #: the most PEs the searches offer (:attr:`~.kinds.StageKind.max_pe`); None: any
+    max_pe: int | None = None
 
     @property
     def lut_capable(self) -> bool:
@@ -138,8 +140,8 @@ class FoldUnit:
 
     @cached_property
     def options(self) -> list[_Option]:
-        return sorted((self.option(pe, simd) for pe, simd in candidates(self.mw, self.mh)),
-                      key=lambda o: o.key)
+        return sorted((self.option(pe, simd) for pe, simd in candidates(self.mw, self.mh)
+                       if self.max_pe is None or pe <= self.max_pe), key=lambda o: o.key)
 
 
 def check_folding(units: Sequence[FoldUnit], folding: Mapping[str, tuple[int, int]]) -> None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fluid_hw.drivers.accelerator import _reversed_rows
 from fluid_hw.hls.kinds import KINDS, get_kind
 from fluid_hw.hls.lower import discover, lower
-from fluid_hw.hls.partition import LoweringError
 from fluid_hw.rtl.recurrent import recurrent_step_cycles
 from tests.rtl._recurrent_programs import golden, quantised_cell, sequences
 
@@ -47,7 +47,7 @@ def test_recurrent_kind_is_registered_before_mvau():
     assert names.index("recurrent") < names.index("mvau")
 
 
-def test_whole_sequence_output_and_refusals():
+def test_whole_sequence_output_forward_and_reversed():
     qprog, scope, exe, last = quantised_cell("gru", 4, 8, pool=False)
     # the whole hidden sequence as the output: mode "sequence"
     found = discover(qprog, ["x"], [last])
@@ -60,5 +60,26 @@ def test_whole_sequence_output_and_refusals():
     np.testing.assert_array_equal(low.specs[0].model(xq, lengths), hid)
     rec = next(op for op in qprog.global_block().ops if op.type == "quantized_gru")
     rec.set_attr("is_reverse", True)
-    with pytest.raises(LoweringError, match=r"quantized_gru 'gru_0' .* is_reverse"):
-        discover(qprog, ["x"], [last])
+    # is_reverse: the same stage, fed each sequence last step first by the driver
+    found = discover(qprog, ["x"], [last])
+    assert found.stages[0].layout["reverse"] and found.stages[0].layout["mode"] == "sequence"
+    xq, hid = golden(qprog, scope, exe, sequences(rng, 3, 4, lengths))
+    order = _reversed_rows(lengths)
+    got = low.specs[0].model(xq[order], lengths)
+    np.testing.assert_array_equal(got[order], hid)
+    assert not np.array_equal(low.specs[0].model(xq, lengths), hid)
+
+
+def test_automatic_folding_for_a_device_stops_at_pe_16():
+    """At PE 32 the full reference models did not route on the ECP5-85F: the device
+    search offers at most PE 16 (a hand --fold may still ask for more)."""
+    from fluid_hw.hls.autofold import fold_units
+    from fluid_hw.hls.folding import candidates
+    from fluid_hw.rtl.recurrent_spec import RecurrentSpec
+
+    spec = RecurrentSpec("gru_0", "gru", 10, 64, 1, 1, "last", False)
+    (unit,) = fold_units([spec])
+    assert unit.max_pe == get_kind("recurrent").max_pe == 16
+    assert max(pe for pe, _ in candidates(unit.mw, unit.mh)) == 64
+    assert max(o.pe for o in unit.options) == 16
+    assert unit.option(32, 2).pe == 32  # a hand folding is still costed

@@ -51,6 +51,9 @@ class StageKind:
     #: elements; None: element ``j`` of every port at place ``j`` (a join takes its
     #: inputs together).  A concat takes each place from one port, a beat a cycle
     port_order: Callable[[Any], list[np.ndarray]] | None = None
+    #: the most PEs automatic folding for a device gives a stage of the kind (a hand
+    #: ``--fold`` may go further); None: no limit
+    max_pe: int | None = None
     doc: str = ""
 
     def folding(self, spec: Any, lanes: Lanes) -> dict[str, int]:

@@ -254,5 +254,10 @@ KIND = StageKind(
     times=_times, resources=_resources, memories=_memories, lut=_lut,
     shape=lambda s: {"cell": s.cell, "in": s.in_dim, "hidden": s.hidden, "mode": s.mode},
     buffer=lambda s: s.in_len,
+    # on the ECP5-85F the full reference models at PE 32 did not finish routing (the
+    # element-wise unit's per-PE accumulator chains: 8 / 6 x 32 x 32 bits); the GRU at
+    # 16 x 2 routes at 100.6 MHz (docs/recurrent.md; the LSTM, with 100 MULT18X18Ds,
+    # did not finish at 8 x 8 either)
+    max_pe=16,
     doc="quantised LSTM / GRU with its input projection over streamed sequences",
 )
