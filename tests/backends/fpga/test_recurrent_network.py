@@ -103,18 +103,24 @@ def test_gru_sequence_output_through_fpga_place(tmp_path):
     np.testing.assert_array_equal(np.load(build / "outputs.lengths.npy"),
                                   cal.recursive_sequence_lengths()[0])
     # Executor(FPGAPlace) runs the LoD program; the golden model is the CPU executor
-    test_x = _lod(rng, 20)
+    fpga_place_equals_golden(build, "frames", _lod(rng, 20), h.name)
+
+
+def fpga_place_equals_golden(build, feed, x, fetch_name):
+    """``Executor(FPGAPlace(build))`` on the LoD feed ``x``: its output (a LoD tensor)
+    equals the CPU executor's on the build's quantised program (the golden model), LoD
+    included; returns (got, want) data."""
     exe = fluid.Executor(FPGAPlace(build))
     try:
-        (got,) = exe.run(None, feed={"frames": test_x}, fetch_list=[h.name],
-                         return_numpy=False)
+        (got,) = exe.run(None, feed={feed: x}, fetch_list=[fetch_name], return_numpy=False)
     finally:
         exe.close()
     qprog, _, fetch = fio.load_inference_model(build / "model", fluid.Executor())
-    (want,) = fluid.Executor().run(qprog, feed={"frames": test_x},
-                                   fetch_list=[fetch[0].name], return_numpy=False)
-    assert got.lod() == test_x.lod() == want.lod()
+    (want,) = fluid.Executor().run(qprog, feed={feed: x}, fetch_list=[fetch[0].name],
+                                   return_numpy=False)
+    assert got.lod() == x.lod() == want.lod()
     np.testing.assert_array_equal(np.asarray(got.data), np.asarray(want.data))
+    return np.asarray(got.data), np.asarray(want.data)
 
 
 @pytest.mark.slow

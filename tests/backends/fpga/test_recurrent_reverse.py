@@ -15,11 +15,15 @@ import fluid_hw as fluid
 from fluid_hw import layers
 from fluid_hw.backends.fpga import compile_model, simulate
 from fluid_hw.backends.fpga.lod_io import save_lod_npz
-from fluid_hw.backends.fpga.place import FPGAPlace
 from fluid_hw.drivers.accelerator import _reversed_rows
 from fluid_hw.errors import FluidError
-from fluid_hw.frontend import io as fio
-from tests.backends.fpga.test_recurrent_network import COEFFS, HIDDEN, _lod, _save
+from tests.backends.fpga.test_recurrent_network import (
+    COEFFS,
+    HIDDEN,
+    _lod,
+    _save,
+    fpga_place_equals_golden,
+)
 
 
 def test_reversed_rows_reverses_each_sequence_and_is_its_own_inverse():
@@ -61,20 +65,10 @@ def test_reverse_gru_whole_sequence_through_fpga_place(tmp_path):
     keys = simulate(build, tmp_path / "cal.npz")
     assert keys["bit_exact"] and keys["inputs"] == sum(cal.recursive_sequence_lengths()[0])
     test_x = _lod(rng, 12)
-    exe = fluid.Executor(FPGAPlace(build))
-    try:
-        (got,) = exe.run(None, feed={"frames": test_x}, fetch_list=[h_name],
-                         return_numpy=False)
-    finally:
-        exe.close()
-    qprog, _, fetch = fio.load_inference_model(build / "model", fluid.Executor())
-    (want,) = fluid.Executor().run(qprog, feed={"frames": test_x},
-                                   fetch_list=[fetch[0].name], return_numpy=False)
-    assert got.lod() == test_x.lod() == want.lod()
-    np.testing.assert_array_equal(np.asarray(got.data), np.asarray(want.data))
+    got, want = fpga_place_equals_golden(build, "frames", test_x, h_name)
     # the reversal matters: the same rows in stream order differ from the program's
-    assert not np.array_equal(np.asarray(got.data)[_reversed_rows(
-        test_x.recursive_sequence_lengths()[0])], np.asarray(want.data))
+    assert not np.array_equal(got[_reversed_rows(test_x.recursive_sequence_lengths()[0])],
+                              want)
 
 
 @pytest.mark.slow
