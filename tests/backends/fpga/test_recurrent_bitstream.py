@@ -12,7 +12,10 @@ both full reference models' builds).  Measured at commit b1b8021 (the element-wi
 unit's shift chain, reset-less datapath): automatic folding 8 x 8, 113.58 MHz
 post-route (101.51 before), bit-exact, 67.03 cycles per step vs 67; 2,514 s of tool
 time on two cores shared with three other nextpnr runs (Yosys 340 s, nextpnr 2,155 s;
-808 s for the whole test at e4a0c4c under lighter load).  Skipped
+808 s for the whole test at e4a0c4c under lighter load).  At e7aa06f (the same
+stage; a few LUTs moved: 11,805 LUT4 against 11,794): 100.6 MHz, its critical path
+in the matrix engine's weight address (waddr, 9.94 ns), 58,499 sequences/s; 710 s
+for the whole test beside one other run.  Skipped
 only when Yosys, nextpnr-ecp5 or ecppack cannot be found (the dev extra installs their
 YoWASP builds)."""
 
