@@ -31,7 +31,7 @@ import numpy as np
 from ..backends.cpu import Executor
 from ..errors import FluidError
 from ..fileio import read_npz
-from ..ir.lod import LoDTensor, lengths_to_offsets, offsets_to_lengths
+from ..ir.lod import LoDTensor, lengths_to_offsets, offsets_to_lengths, reversed_rows
 from ..ir.program import Program
 from ..ir.scope import Scope
 from . import sim as _sim  # noqa: F401  (registers the "sim" transport)
@@ -100,15 +100,6 @@ class HostInfo(HostFile):
         """``BUILD/host/host.json`` (through :meth:`BuildDir.host`: checked against the
         build's manifest, its fields validated)."""
         return cls(**vars(BuildDir(path.parent.parent).host()))
-
-
-def _reversed_rows(lengths: Sequence[int]) -> np.ndarray:
-    """Row order that reverses each sequence's rows in place (sequences back to back);
-    its own inverse."""
-    starts = np.repeat(np.cumsum([0, *lengths[:-1]]), lengths)
-    ends = np.repeat(np.cumsum(lengths), lengths)
-    pos = np.arange(int(sum(lengths)))
-    return np.asarray(starts + ends - 1 - pos, np.int64)
 
 
 @dataclass(frozen=True)
@@ -255,10 +246,11 @@ class Accelerator:
                               f"step ({self.host.hw_input}), got {flat.shape[1]}")
         self.clear_counters()
         # is_reverse: every sequence's steps go out last first (and come back in order)
-        order = _reversed_rows(ln) if self.host.reverse_sequences else None
-        res = self.transport.stream_sequences(
-            flat[:, self.host.in_perm] if order is None else flat[order][:, self.host.in_perm],
-            ln)
+        order = reversed_rows(lengths_to_offsets(ln)) if self.host.reverse_sequences \
+            else None
+        if order is not None:
+            flat = flat[order]
+        res = self.transport.stream_sequences(flat[:, self.host.in_perm], ln)
         out = np.empty_like(res.outputs)
         out[:, self.host.out_perm] = res.outputs
         if order is not None and mode == "sequence":

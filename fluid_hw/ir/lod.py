@@ -27,6 +27,15 @@ def offsets_to_lengths(offsets: Sequence[int]) -> list[int]:
     return [int(b - a) for a, b in pairwise(offsets)]
 
 
+def reversed_rows(offsets: Sequence[int]) -> np.ndarray:
+    """Row order that reverses the rows of each sequence (``offsets``: one LoD level) in
+    place; its own inverse."""
+    idx = np.arange(int(offsets[-1]) if len(offsets) else 0)
+    for b, e in pairwise(offsets):
+        idx[b:e] = idx[b:e][::-1]
+    return idx
+
+
 def check_lod(lod: Sequence[Sequence[int]], rows: int, what: str = "tensor") -> None:
     """Raise :class:`FeedError` unless ``lod`` is a valid LoD for ``rows`` rows."""
     for level, offs in enumerate(lod):

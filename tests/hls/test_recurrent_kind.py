@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fluid_hw.drivers.accelerator import _reversed_rows
 from fluid_hw.hls.kinds import KINDS, get_kind
 from fluid_hw.hls.lower import discover, lower
+from fluid_hw.ir.lod import lengths_to_offsets, reversed_rows
 from fluid_hw.rtl.recurrent import recurrent_step_cycles
 from tests.rtl._recurrent_programs import golden, quantised_cell, sequences
 
@@ -64,7 +64,7 @@ def test_whole_sequence_output_forward_and_reversed():
     found = discover(qprog, ["x"], [last])
     assert found.stages[0].layout["reverse"] and found.stages[0].layout["mode"] == "sequence"
     xq, hid = golden(qprog, scope, exe, sequences(rng, 3, 4, lengths))
-    order = _reversed_rows(lengths)
+    order = reversed_rows(lengths_to_offsets(lengths))
     got = low.specs[0].model(xq[order], lengths)
     np.testing.assert_array_equal(got[order], hid)
     assert not np.array_equal(low.specs[0].model(xq, lengths), hid)

@@ -447,12 +447,13 @@ def _step_write_host(st: CompileState) -> str:
     host = bd.file("host")
     host.mkdir(parents=True, exist_ok=True)
     write_host_programs(host, part.host_programs, st.scope)
-    info: dict[str, Any] = {"feeds": part.feeds, "fetches": part.fetches, "hw_input": part.hw_input,
-            "hw_output": part.hw_output, "in_perm": low.in_perm, "out_perm": low.out_perm,
-            "in_shape": low.in_shape, "out_shape": low.out_shape, "weights": low.weights_mode,
-            "design_hash": st.top.design_hash,
-            "pre_ops": [op.type for op in part.pre_program.global_block().ops],
-            "post_ops": [op.type for op in part.post_program.global_block().ops]}
+    info: dict[str, Any] = {
+        "feeds": part.feeds, "fetches": part.fetches, "hw_input": part.hw_input,
+        "hw_output": part.hw_output, "in_perm": low.in_perm, "out_perm": low.out_perm,
+        "in_shape": low.in_shape, "out_shape": low.out_shape, "weights": low.weights_mode,
+        "design_hash": st.top.design_hash,
+        "pre_ops": [op.type for op in part.pre_program.global_block().ops],
+        "post_ops": [op.type for op in part.post_program.global_block().ops]}
     if any(s.kind == "recurrent" and s.layout.get("reverse") for s in low.stages):
         # is_reverse: the driver streams each sequence last step first
         info["reverse_sequences"] = True

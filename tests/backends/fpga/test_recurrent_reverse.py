@@ -15,8 +15,8 @@ import fluid_hw as fluid
 from fluid_hw import layers
 from fluid_hw.backends.fpga import compile_model, simulate
 from fluid_hw.backends.fpga.lod_io import save_lod_npz
-from fluid_hw.drivers.accelerator import _reversed_rows
 from fluid_hw.errors import FluidError
+from fluid_hw.ir.lod import lengths_to_offsets, reversed_rows
 from tests.backends.fpga.test_recurrent_network import (
     COEFFS,
     HIDDEN,
@@ -27,7 +27,7 @@ from tests.backends.fpga.test_recurrent_network import (
 
 
 def test_reversed_rows_reverses_each_sequence_and_is_its_own_inverse():
-    order = _reversed_rows([1, 3, 2])
+    order = reversed_rows(lengths_to_offsets([1, 3, 2]))
     np.testing.assert_array_equal(order, [0, 3, 2, 1, 5, 4])
     np.testing.assert_array_equal(order[order], np.arange(6))
 
@@ -67,8 +67,7 @@ def test_reverse_gru_whole_sequence_through_fpga_place(tmp_path):
     test_x = _lod(rng, 12)
     got, want = fpga_place_equals_golden(build, "frames", test_x, h_name)
     # the reversal matters: the same rows in stream order differ from the program's
-    assert not np.array_equal(got[_reversed_rows(test_x.recursive_sequence_lengths()[0])],
-                              want)
+    assert not np.array_equal(got[reversed_rows(test_x.lod()[0])], want)
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 
+from ....ir.lod import reversed_rows
 from ..context import KernelContext
 from . import register_kernel
 
@@ -18,24 +19,17 @@ def _offsets(ctx: KernelContext, slot: str) -> tuple[np.ndarray, list[list[int]]
     return x, lod, lod[-1]
 
 
-def _reversed_rows(offs: list[int]) -> np.ndarray:
-    idx = np.arange(offs[-1])
-    for b, e in itertools.pairwise(offs):
-        idx[b:e] = idx[b:e][::-1]
-    return idx
-
-
 @register_kernel("sequence_reverse")
 def _sequence_reverse(ctx: KernelContext) -> None:
     x, lod, offs = _offsets(ctx, "X")
-    ctx.set_output("Y", x[_reversed_rows(offs)], lod=lod)
+    ctx.set_output("Y", x[reversed_rows(offs)], lod=lod)
 
 
 @register_kernel("sequence_reverse_grad")
 def _sequence_reverse_grad(ctx: KernelContext) -> None:
     if ctx.has_output("X@GRAD"):
         _, lod, offs = _offsets(ctx, "X")
-        ctx.set_output("X@GRAD", ctx.input("Y@GRAD")[_reversed_rows(offs)], lod=lod)
+        ctx.set_output("X@GRAD", ctx.input("Y@GRAD")[reversed_rows(offs)], lod=lod)
 
 
 def _slice_rows(ctx: KernelContext) -> tuple[np.ndarray, list[int]]:
