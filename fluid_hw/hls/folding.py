@@ -113,6 +113,8 @@ class FoldUnit:
     make_lut: Callable[[int, int, int], Sequence[StageSpec]] | None = None
     #: the most PEs the searches offer (:attr:`~.kinds.StageKind.max_pe`); None: any
     max_pe: int | None = None
+    #: the most lanes (PE x SIMD) they offer (:attr:`~.kinds.StageKind.max_lanes`)
+    max_lanes: int | None = None
 
     @property
     def lut_capable(self) -> bool:
@@ -141,7 +143,9 @@ class FoldUnit:
     @cached_property
     def options(self) -> list[_Option]:
         return sorted((self.option(pe, simd) for pe, simd in candidates(self.mw, self.mh)
-                       if self.max_pe is None or pe <= self.max_pe), key=lambda o: o.key)
+                       if (self.max_pe is None or pe <= self.max_pe) and
+                       (self.max_lanes is None or pe * simd <= self.max_lanes)),
+                      key=lambda o: o.key)
 
 
 def check_folding(units: Sequence[FoldUnit], folding: Mapping[str, tuple[int, int]]) -> None:

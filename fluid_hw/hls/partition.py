@@ -38,7 +38,7 @@ def is_layout(op_type: str) -> bool:
     return op_has_category(op_type, "layout")
 _IO_OPS = ("feed", "fetch")
 #: recurrent cells (hls.kinds.recurrent): Input in, Hidden out
-_RECURRENCES = ("quantized_lstm", "quantized_gru")
+_RECURRENCES = ("quantized_lstm", "quantized_gru", "quantized_rnn")
 
 
 def main_input(op: Operator) -> str:

@@ -1,5 +1,6 @@
-"""Recurrent stage: a quantised LSTM or GRU (docs/fixed_point.md, "Recurrent cells") over
-sequences streamed back to back, with its input projection.
+"""Recurrent stage: a quantised LSTM, GRU or plain recurrence (docs/fixed_point.md,
+"Recurrent cells", "Plain recurrences") over sequences streamed back to back, with its
+input projection.
 
 Stream format.  Input: one beat per time step, ``8 * in_dim`` bits of int8 ``x_t``
 (element 0 lowest) and one more bit (bit ``8 * in_dim``): "this is the last step of its
@@ -28,7 +29,10 @@ hidden product needs step t's whole ``h``):
   requantisers (per term multiplier and shift, one rounding), the gate tables (256 x 8
   ROMs), the cell / hidden updates, writing the unit's new state;
 * the GRU runs the two twice: update and reset columns, then (after ``r * h`` is known)
-  the candidate columns.
+  the candidate columns;
+* the plain recurrence (``quantized_rnn``: ``h_t = T[SRQ(x_t W_x + b, h_{t-1} U)]``) has
+  one gate column per unit, no state read in the element-wise unit (its ``h U`` is the
+  engine's) and the table's output is the new ``h``.
 
 Cycles per step (input waiting, output free): :func:`recurrent_step_cycles`.
 
@@ -59,7 +63,7 @@ __all__ = ["RecurrentUnit", "RecurrentParams", "recurrent_step_cycles", "engine_
            "engine_tree_levels", "elementwise_latency", "GATES"]
 
 #: gate columns per hidden unit
-GATES = {"lstm": 4, "gru": 3}
+GATES = {"lstm": 4, "gru": 3, "rnn": 1}
 #: cycles of a sum requantiser: operands, products (two registers), aligned terms, sum
 #: with the rounding term, the shift, the clamp
 SRQ_LATENCY = 7
@@ -101,6 +105,8 @@ def engine_drain(simd: int) -> int:
 def elementwise_latency(cell: str, peepholes: bool, phase: int) -> int:
     """Stage (cycles after the unit's issue) at which its new state is written."""
     s = _ElemTiming(cell, peepholes)
+    if cell == "rnn":
+        return s.rnn()
     return s.lstm() if cell == "lstm" else (s.gru_a() if phase == 0 else s.gru_b())
 
 
@@ -130,6 +136,9 @@ class _ElemTiming:
         cand = self.OPERANDS + SRQ_LATENCY + 1
         return cand + PRODUCT_LATENCY + SRQ_LATENCY    # the new h
 
+    def rnn(self) -> int:
+        return self.OPERANDS + SRQ_LATENCY + 1        # the table's output is the new h
+
 
 def recurrent_step_cycles(cell: str, in_dim: int, hidden: int, pe: int, simd: int,
                           peepholes: bool) -> int:
@@ -137,8 +146,8 @@ def recurrent_step_cycles(cell: str, in_dim: int, hidden: int, pe: int, simd: in
     transfer, per phase the engine's ``groups * (in_dim + hidden) / simd`` issues and
     drain, the element-wise unit's ``hidden`` issues and latency, the output cycle."""
     sf = (in_dim + hidden) // simd
-    if cell == "lstm":
-        phases = [(4 * hidden // pe, elementwise_latency("lstm", peepholes, 0))]
+    if cell != "gru":
+        phases = [(GATES[cell] * hidden // pe, elementwise_latency(cell, peepholes, 0))]
     else:
         phases = [(2 * hidden // pe, elementwise_latency("gru", False, 0)),
                   (hidden // pe, elementwise_latency("gru", False, 1))]
@@ -202,14 +211,14 @@ def _bits(v: int) -> int:
 
 
 class RecurrentUnit(Component):
-    """A quantised LSTM / GRU stage; see the module docstring."""
+    """A quantised LSTM / GRU / plain recurrence stage; see the module docstring."""
 
     def __init__(self, name: str, cell: str, in_dim: int, hidden: int, pe: int, simd: int,
                  params: RecurrentParams, *, mode: str = "last", ff_style: str = "plain"
                  ) -> None:
         who = f"recurrent stage {name!r}"
         if cell not in GATES:
-            raise HardwareConfigError(f"{who}: cell must be 'lstm' or 'gru', not {cell!r}")
+            raise HardwareConfigError(f"{who}: cell must be one of {sorted(GATES)}, not {cell!r}")
         if mode not in ("last", "sequence"):
             raise HardwareConfigError(f"{who}: mode must be 'last' or 'sequence', not "
                                       f"{mode!r}")
@@ -368,7 +377,7 @@ class RecurrentUnit(Component):
         phase = Signal()
 
         # ---------------- matrix engine
-        phases = [(0, g * per_gate)] if self.cell == "lstm" else \
+        phases = [(0, g * per_gate)] if self.cell != "gru" else \
             [(0, 2 * per_gate), (2 * per_gate, per_gate)]
         grp, f = Signal(range(g * per_gate + 1)), Signal(range(sf + 1))
         issue = Signal()
@@ -616,6 +625,17 @@ class RecurrentUnit(Component):
                 m.d.sync += [h[dl].eq(hn[0]), c[dl].eq(c_late)]
             lat_phase.append(lat)
             done_write.append(vl)
+        elif self.cell == "rnn":
+            # h_t = T[SRQ(x_t W_x + b, h_{t-1} U)]: the table's output is the new state
+            zr = self._srq(m, ep, gate_terms(0, None), -128, 127, "z", max_dn(0))
+            hv = self._table(m, ep, 0, zr, "t")
+            lat = hv[1]
+            dl = ep.at((d1, 1), lat)
+            vl = Signal()
+            m.d.comb += vl.eq(ep.at((elem, 0), lat))
+            with m.If(vl):
+                m.d.sync += h[dl].eq(hv[0])
+            lat_phase.append(lat)
         else:
             assert rh is not None and ug is not None
             hp = state_at(h, 8, "hp")

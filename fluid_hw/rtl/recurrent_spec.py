@@ -1,5 +1,6 @@
-"""Stage spec of kind ``recurrent``: a quantised LSTM / GRU with its input projection
-(``quantized_fc`` without requantiser + ``quantized_lstm`` | ``quantized_gru``) over
+"""Stage spec of kind ``recurrent``: a quantised LSTM / GRU / plain recurrence with its
+input projection (``quantized_fc`` without requantiser + ``quantized_lstm`` |
+``quantized_gru`` | ``quantized_rnn``) over
 sequences streamed back to back (:mod:`.recurrent`: the component and the stream
 format).
 
@@ -20,7 +21,7 @@ from ._util import HardwareConfigError
 from .recurrent import GATES, RecurrentParams, recurrent_step_cycles
 from .spec import StageSpec, _digest
 
-__all__ = ["RecurrentSpec", "recurrent_model", "CELL_ATTRS"]
+__all__ = ["RecurrentSpec", "recurrent_model", "CELL_ATTRS", "TABLES"]
 
 #: the cell attributes the hardware reads (per cell)
 CELL_ATTRS = {
@@ -28,12 +29,17 @@ CELL_ATTRS = {
              "hidden_multiplier", "hidden_shift"),
     "gru": ("reset_multiplier", "reset_shift", "hidden_multipliers", "hidden_shifts",
             "origin_mode"),
+    "rnn": (),
 }
 
 
 def _wrap32(a: np.ndarray) -> np.ndarray:
     return a.astype(np.int32).astype(np.int64)
 
+
+#: rows of each cell's Tables (the LSTM's four gates and tanh of the cell, the GRU's
+#: three gates, the plain recurrence's activation)
+TABLES = {"lstm": 5, "gru": 3, "rnn": 1}
 
 #: a gate output of 1.0 (tables output at scale 1/127)
 GATE_ONE = 127
@@ -102,6 +108,12 @@ def _gru_step(a: dict[str, Any], xr: np.ndarray, h: np.ndarray, wh: np.ndarray,
     return srq([(gc * cand, mh[0], nh[0]), (gh * h, mh[1], nh[1])], -128, 127)
 
 
+def _rnn_step(xr: np.ndarray, h: np.ndarray, wh: np.ndarray, gm: np.ndarray,
+              gs: np.ndarray, tables: np.ndarray) -> np.ndarray:
+    """One plain-recurrence step: the table of the requantised pre-activation."""
+    return _table(tables, 0, srq([(xr, gm[0], gs[0]), (h @ wh, gm[1], gs[1])], -128, 127))
+
+
 def recurrent_model(cell: str, p: RecurrentParams, xs: list[np.ndarray]
                     ) -> list[np.ndarray]:
     """Each sequence's int8 hidden states ``[T, D]`` from its int8 inputs ``[T, in_dim]``:
@@ -126,6 +138,8 @@ def recurrent_model(cell: str, p: RecurrentParams, xs: list[np.ndarray]
             xr = proj[t:t + 1]
             if cell == "gru":
                 h = _gru_step(p.attrs, xr, h, wh, gm, gs, tables)
+            elif cell == "rnn":
+                h = _rnn_step(xr, h, wh, gm, gs, tables)
             else:
                 h, c = _lstm_step(p.attrs, xr, h, c, wh, gm, gs, tables, peep)
             hid[t] = h[0]
@@ -135,7 +149,8 @@ def recurrent_model(cell: str, p: RecurrentParams, xs: list[np.ndarray]
 
 @dataclass(eq=False)
 class RecurrentSpec(StageSpec):
-    """A recurrent stage (see the module docstring): ``cell`` ``"lstm"`` | ``"gru"``,
+    """A recurrent stage (see the module docstring): ``cell`` ``"lstm"`` | ``"gru"`` |
+    ``"rnn"``,
     ``in_dim`` int8 inputs a step, ``hidden`` units, PE x SIMD folding of its matrix
     engine, ``mode`` ``"last"`` (one output beat a sequence) or ``"sequence"`` (one a
     step), ``peepholes`` (LSTM).  ``arrays`` (:class:`~.recurrent.RecurrentParams`)
@@ -163,8 +178,8 @@ class RecurrentSpec(StageSpec):
 
     def __post_init__(self) -> None:
         if self.cell not in GATES:
-            raise HardwareConfigError(f"recurrent stage {self.name!r}: cell must be 'lstm' "
-                                      f"or 'gru', not {self.cell!r}")
+            raise HardwareConfigError(f"recurrent stage {self.name!r}: cell must be one of "
+                                      f"{sorted(GATES)}, not {self.cell!r}")
         if self.arrays is None:
             self.arrays = _zero_params(self.cell, self.in_dim, self.hidden, self.peepholes)
         self.validate()
@@ -172,7 +187,7 @@ class RecurrentSpec(StageSpec):
     def validate(self) -> None:
         who = f"recurrent stage {self.name!r}"
         if self.cell not in GATES:
-            raise HardwareConfigError(f"{who}: cell must be 'lstm' or 'gru', not "
+            raise HardwareConfigError(f"{who}: cell must be one of {sorted(GATES)}, not "
                                       f"{self.cell!r}")
         if self.mode not in ("last", "sequence"):
             raise HardwareConfigError(f"{who}: mode must be 'last' or 'sequence'")
@@ -289,11 +304,11 @@ def _zero_params(cell: str, in_dim: int, hidden: int, peepholes: bool) -> Recurr
                  "cell_tanh_multiplier": 1, "cell_tanh_shift": 0,
                  "hidden_multiplier": 1, "hidden_shift": 0},
         "gru": {"reset_multiplier": 1, "reset_shift": 0, "hidden_multipliers": [1, 1],
-                "hidden_shifts": [0, 0], "origin_mode": False}}[cell]
+                "hidden_shifts": [0, 0], "origin_mode": False}, "rnn": {}}[cell]
     z8 = np.zeros
     return RecurrentParams(z8((in_dim, g * hidden), np.int64), z8(g * hidden, np.int64),
                            z8((hidden, g * hidden), np.int64),
                            np.ones((terms, g * hidden), np.int64),
                            z8((terms, g * hidden), np.int64),
-                           z8((5 if cell == "lstm" else 3, 256), np.int64),
+                           z8((TABLES[cell], 256), np.int64),
                            z8((3, hidden), np.int64) if peepholes else None, attrs)

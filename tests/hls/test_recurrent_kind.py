@@ -1,4 +1,5 @@
-"""Kind ``recurrent``: a quantised fc + dynamic_lstm / dynamic_gru (+ sequence_last_step)
+"""Kind ``recurrent``: a quantised fc + dynamic_lstm / dynamic_gru / DynamicRNN plain
+recurrence (+ sequence_last_step)
 program lowers to one recurrent stage; its spec (arrays from the scope) reproduces the
 CPU executor bit for bit; its cycle model is the component's; the refusals name the op."""
 
@@ -10,17 +11,16 @@ import pytest
 from fluid_hw.hls.kinds import KINDS, get_kind
 from fluid_hw.hls.lower import discover, lower
 from fluid_hw.ir.lod import lengths_to_offsets, reversed_rows
-from fluid_hw.rtl.recurrent import recurrent_step_cycles
+from fluid_hw.rtl.recurrent import GATES, recurrent_step_cycles
 from tests.rtl._recurrent_programs import golden, quantised_cell, sequences
 
 
-@pytest.mark.parametrize("cell", ["lstm", "lstm_np", "gru"])
+@pytest.mark.parametrize("cell", ["lstm", "lstm_np", "gru", "tanh"])
 def test_recurrence_lowers_to_one_stage_bit_exact(cell):
     qprog, scope, exe, last = quantised_cell(cell, 8, 16)
     found = discover(qprog, ["x"], [last])
-    assert found.partition.describe()["hw"] == [
-        "quantized_fc", "quantized_gru" if cell == "gru" else "quantized_lstm",
-        "sequence_pool"]
+    op = {"gru": "quantized_gru", "tanh": "quantized_rnn"}.get(cell, "quantized_lstm")
+    assert found.partition.describe()["hw"] == ["quantized_fc", op, "sequence_pool"]
     (st,) = found.stages
     assert st.kind == "recurrent" and st.layout["mode"] == "last"
     assert st.layout["peepholes"] == (cell == "lstm")
@@ -38,8 +38,8 @@ def test_recurrence_lowers_to_one_stage_bit_exact(cell):
     assert est.initiation_interval == spec.step_cycles()
     res = kind.resources(spec, (8, 16))
     assert res.dsp >= 4 * 2  # the engine's products and the element-wise unit's
-    assert len(kind.memories(spec, (8, 16))) == 4 + 2 * (3 if cell == "gru" else 4) * 4 + \
-        (3 if cell == "gru" else 4)
+    gates = GATES[spec.cell]
+    assert len(kind.memories(spec, (8, 16))) == 4 + 2 * gates * 4 + gates
 
 
 def test_recurrent_kind_is_registered_before_mvau():
@@ -70,16 +70,28 @@ def test_whole_sequence_output_forward_and_reversed():
     assert not np.array_equal(low.specs[0].model(xq, lengths), hid)
 
 
-def test_automatic_folding_for_a_device_stops_at_pe_16():
-    """At PE 32 the full reference models did not route on the ECP5-85F: the device
-    search offers at most PE 16 (a hand --fold may still ask for more)."""
-    from fluid_hw.hls.autofold import fold_units
+def test_automatic_folding_for_a_device_stops_at_pe_16_and_32_lanes():
+    """At PE 32, and the LSTM at 8 x 8, the full reference models did not route on the
+    ECP5-85F: the device search offers at most PE 16 and 32 lanes (a hand --fold may
+    still ask for more), and the report says that this binds."""
+    from fluid_hw.hls.autofold import _floor_of, fold_units
     from fluid_hw.hls.folding import candidates
     from fluid_hw.rtl.recurrent_spec import RecurrentSpec
 
     spec = RecurrentSpec("gru_0", "gru", 10, 64, 1, 1, "last", False)
     (unit,) = fold_units([spec])
     assert unit.max_pe == get_kind("recurrent").max_pe == 16
+    assert unit.max_lanes == get_kind("recurrent").max_lanes == 32
     assert max(pe for pe, _ in candidates(unit.mw, unit.mh)) == 64
     assert max(o.pe for o in unit.options) == 16
+    assert max(o.pe * o.simd for o in unit.options) == 32
     assert unit.option(32, 2).pe == 32  # a hand folding is still costed
+    lstm = RecurrentSpec("lstm_0", "lstm", 16, 32, 1, 1, "last", True)
+    (unit,) = fold_units([lstm])
+    assert {(o.pe, o.simd) for o in unit.options if o.pe * o.simd == 32} == \
+        {(16, 2), (8, 4), (4, 8), (2, 16)}
+    fastest = min(unit.options, key=lambda o: (o.ii, o.macs))
+    assert unit.option(16, 4).ii < fastest.ii
+    what, why = _floor_of(unit, fastest)
+    assert what == "the stage kind's limit for automatic folding"
+    assert "at most PE 16 and 32 lanes" in why or "at most 32 lanes" in why

@@ -1,7 +1,8 @@
 """A DynamicRNN loop on the FPGA: a classifier whose recurrence is written as a
-DynamicRNN body (gru_unit with its fc, or lstm_unit) is quantised to quantized_fc +
-quantized_gru / quantized_lstm (rnn_loop_to_sequence), and `fluid-hw compile --target
-sim` makes it the same recurrent stage as dynamic_gru / dynamic_lstm; `fluid-hw simulate`
+DynamicRNN body (gru_unit with its fc, lstm_unit, or a plain fc([x, h], act=tanh / relu /
+sigmoid)) is quantised to quantized_fc + quantized_gru / quantized_lstm / quantized_rnn
+(rnn_loop_to_sequence), and `fluid-hw compile --target sim` makes it the same recurrent
+stage as dynamic_gru / dynamic_lstm; `fluid-hw simulate`
 on 64 sequences of lengths 1..50 is bit-exact against the golden model, with one
 stream step per time step (no padding)."""
 
@@ -27,6 +28,8 @@ def _model(cell: str):
         if cell == "gru":
             h, _, _ = layers.gru_unit(layers.fc(word, size=3 * HIDDEN), prev,
                                       size=3 * HIDDEN)
+        elif cell in ("tanh", "relu", "sigmoid"):
+            h = layers.fc([word, prev], size=HIDDEN, act=cell)
         else:
             cp = drnn.memory(shape=[HIDDEN], value=0.0)
             h, c = layers.lstm_unit(word, prev, cp, forget_bias=1.0)
@@ -39,7 +42,7 @@ def _model(cell: str):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("cell", ["gru", "lstm", "tanh", "relu", "sigmoid"])
 def test_dynamic_rnn_cell_compiles_to_the_recurrent_stage_bit_exact(cell, tmp_path):
     prog, startup, prob = _model(cell)
     exe = fluid.Executor()
@@ -56,6 +59,8 @@ def test_dynamic_rnn_cell_compiles_to_the_recurrent_stage_bit_exact(cell, tmp_pa
                  "--calibration", str(tmp_path / "x.npz")]) == 0
     design = json.loads((build / "design.json").read_text())
     assert [s["kind"] for s in design["stages"]] == ["recurrent", "mvau"]
+    assert design["stages"][0]["cell"] == {"tanh": "rnn", "relu": "rnn",
+                                           "sigmoid": "rnn"}.get(cell, cell)
     assert design["sequence"] == "last"
     assert main(["simulate", str(build), "--inputs", str(tmp_path / "x.npz")]) == 0
     report = json.loads((build / "report.json").read_text())

@@ -1,7 +1,7 @@
-"""Small recurrent programs: quantised ones (fc + dynamic_lstm / dynamic_gru, quantised by
-the pass) and their stage arrays, for the recurrent stage's tests; float DynamicRNN
-programs and the word-sequence classifiers' inputs, for the pass, back-end and control
-flow tests."""
+"""Small recurrent programs: quantised ones (fc + dynamic_lstm / dynamic_gru, or a
+DynamicRNN plain recurrence, quantised by the pass) and their stage arrays, for the
+recurrent stage's tests; float DynamicRNN programs and the word-sequence classifiers'
+inputs, for the pass, back-end and control flow tests."""
 
 from __future__ import annotations
 
@@ -17,6 +17,11 @@ from fluid_hw.passes.quantize import QuantConfig, quantize
 from fluid_hw.rtl.recurrent import RecurrentParams
 from fluid_hw.rtl.recurrent_spec import CELL_ATTRS
 
+#: the plain recurrences' activations (quantized_rnn)
+PLAIN = ("tanh", "relu", "sigmoid")
+#: the quantised recurrences the stage takes
+_CELL_OPS = ("quantized_lstm", "quantized_gru", "quantized_rnn")
+
 
 def lod(seqs: list[np.ndarray]) -> fluid.LoDTensor:
     return fluid.create_lod_tensor(np.concatenate(seqs).astype(np.float32),
@@ -28,7 +33,8 @@ def quantised_cell(cell: str, in_dim: int, hidden: int, seed: int = 0, pool: boo
     """``(qprog, scope, exe, output name)``: ``x`` (float, lod 1) -> fc -> recurrence
     -> ``sequence_last_step`` (``pool``; else the whole hidden sequence), random weights,
     quantised on random sequences of 1..50 steps; ``cell`` ``lstm`` (peepholes),
-    ``lstm_np`` (none) or ``gru``."""
+    ``lstm_np`` (none), ``gru``, or an activation of :data:`PLAIN` (a DynamicRNN body
+    ``fc([x, h], act=cell)``, quantised to ``quantized_fc`` + ``quantized_rnn``)."""
     main, startup = fluid.Program(), fluid.Program()
     startup.random_seed = seed + 1
     with fluid.program_guard(main, startup), fluid.unique_name.guard():
@@ -36,6 +42,15 @@ def quantised_cell(cell: str, in_dim: int, hidden: int, seed: int = 0, pool: boo
         if cell == "gru":
             proj = layers.fc(x, size=3 * hidden)
             hid = layers.dynamic_gru(proj, size=hidden, **kw)
+        elif cell in PLAIN:
+            drnn = layers.DynamicRNN()
+            with drnn.block():
+                word = drnn.step_input(x)
+                prev = drnn.memory(shape=[hidden], value=0.0)
+                h = layers.fc([word, prev], size=hidden, act=cell)
+                drnn.update_memory(prev, h)
+                drnn.output(h)
+            hid = drnn()
         else:
             proj = layers.fc(x, size=4 * hidden)
             hid, _ = layers.dynamic_lstm(proj, size=4 * hidden,
@@ -59,17 +74,17 @@ def sequences(rng: np.random.Generator, n: int, in_dim: int, lengths: list[int] 
 
 
 def stage_arrays(qprog: Any, scope: Any) -> tuple[str, RecurrentParams]:
-    """The cell (``lstm`` | ``gru``) and the integers of the program's quantized_fc +
-    quantized_lstm | quantized_gru."""
+    """The cell (``lstm`` | ``gru`` | ``rnn``) and the integers of the program's
+    quantized_fc + quantized_lstm | quantized_gru | quantized_rnn."""
     ops = qprog.global_block().ops
-    rec = next(op for op in ops if op.type in ("quantized_lstm", "quantized_gru"))
+    rec = next(op for op in ops if op.type in _CELL_OPS)
     fc = next(op for op in ops if op.type == "quantized_fc"
               and op.output("Out")[0] == rec.input("Input")[0])
 
     def val(name: str) -> np.ndarray:
         return np.asarray(scope.find_var(name).get_tensor())
 
-    cell = "lstm" if rec.type == "quantized_lstm" else "gru"
+    cell = rec.type.removeprefix("quantized_")
     attrs = rec.all_attrs()
     peep = rec.input("Peephole") if cell == "lstm" and attrs["use_peepholes"] else []
     params = RecurrentParams(
@@ -86,7 +101,7 @@ def golden(qprog: Any, scope: Any, exe: Any, seqs: list[np.ndarray]
     """The CPU executor's int8 inputs of the projection (``[sum T, in_dim]``) and the
     recurrence's int8 hidden states (``[sum T, D]``) on ``seqs``."""
     ops = qprog.global_block().ops
-    rec = next(op for op in ops if op.type in ("quantized_lstm", "quantized_gru"))
+    rec = next(op for op in ops if op.type in _CELL_OPS)
     fc = next(op for op in ops if op.type == "quantized_fc"
               and op.output("Out")[0] == rec.input("Input")[0])
     with fluid.scope_guard(scope):

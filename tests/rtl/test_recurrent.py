@@ -1,9 +1,9 @@
-"""Recurrent stage (rtl.recurrent): a quantised LSTM (with and without peepholes) and GRU
-with their input projection, programs quantised by the pass (random weights), in
-amaranth.sim under random valid / ready stalls over sequences of mixed lengths 1..50
-(lengths 1 included), bit-exact against the CPU executor's golden kernels; the cycles
-of a step at full rate against the cycle model; the spec's model against the
-executor."""
+"""Recurrent stage (rtl.recurrent): a quantised LSTM (with and without peepholes), GRU and
+plain recurrence (tanh / relu / sigmoid) with their input projection, programs quantised
+by the pass (random weights), in amaranth.sim under random valid / ready stalls over
+sequences of mixed lengths 1..50 (lengths 1 included), bit-exact against the CPU
+executor's golden kernels; the cycles of a step at full rate against the cycle model;
+the spec's model against the executor."""
 
 from __future__ import annotations
 
@@ -40,6 +40,8 @@ CASES = [  # cell, in_dim, hidden, pe, simd, mode
     ("lstm_np", 6, 8, 2, 2, "last"),
     ("gru", 8, 16, 8, 8, "sequence"),
     ("gru", 4, 8, 1, 4, "last"),
+    ("tanh", 6, 8, 2, 2, "last"),
+    ("relu", 8, 16, 4, 4, "sequence"),
 ]
 #: 16 sequences of mixed lengths 1..50 (155 steps; four of length 1)
 LENGTHS = [1, 50, 1, 2, 3, 5, 8, 13, 1, 21, 4, 2, 7, 1, 30, 6]
@@ -84,6 +86,7 @@ def test_recurrent_stage_bit_exact_under_stalls(cell, in_dim, hidden, pe, simd, 
 
 @pytest.mark.parametrize("cell,in_dim,hidden,pe,simd", [
     ("lstm", 8, 16, 4, 4), ("lstm_np", 8, 16, 16, 8), ("gru", 8, 16, 2, 2),
+    ("sigmoid", 8, 16, 4, 2),
     pytest.param("lstm", 32, 128, 16, 8, marks=pytest.mark.slow),   # ~50 s
     pytest.param("gru", 32, 128, 16, 8, marks=pytest.mark.slow)])
 def test_recurrent_step_cycles_match_the_model(cell, in_dim, hidden, pe, simd):
@@ -110,5 +113,6 @@ def test_recurrent_spec_errors_and_structure():
     assert again.step_cycles() == spec.step_cycles()
     with pytest.raises(HardwareConfigError, match="PE 3 must divide the hidden size 16"):
         RecurrentSpec("r", "gru", 8, 16, 3, 2)
-    with pytest.raises(HardwareConfigError, match="cell must be 'lstm' or 'gru'"):
-        RecurrentSpec("r", "rnn", 8, 16, 1, 1)
+    with pytest.raises(HardwareConfigError, match=r"cell must be one of \['gru', 'lstm', "
+                       r"'rnn'\]"):
+        RecurrentSpec("r", "elman", 8, 16, 1, 1)

@@ -54,6 +54,9 @@ class StageKind:
     #: the most PEs automatic folding for a device gives a stage of the kind (a hand
     #: ``--fold`` may go further); None: no limit
     max_pe: int | None = None
+    #: the most multiplier lanes (PE x SIMD) automatic folding for a device gives it;
+    #: None: no limit
+    max_lanes: int | None = None
     doc: str = ""
 
     def folding(self, spec: Any, lanes: Lanes) -> dict[str, int]:

@@ -1,5 +1,6 @@
 """Kind ``recurrent``: ``quantized_fc`` (no requantiser: its int32 accumulator is the
-cell's input) + ``quantized_lstm`` | ``quantized_gru`` [+ ``sequence_pool`` ``LAST``
+cell's input) + ``quantized_lstm`` | ``quantized_gru`` | ``quantized_rnn`` (the plain
+recurrence of a DynamicRNN body ``fc([x, h], act=...)``) [+ ``sequence_pool`` ``LAST``
 (``sequence_last_step``; ``FIRST`` with ``is_reverse``)] as one stage
 (:mod:`fluid_hw.rtl.recurrent`): a step a beat in, the last hidden state of each
 sequence out (with the pool: mode ``"last"``) or every step's (mode ``"sequence"``).
@@ -29,7 +30,7 @@ from fluid_hw.rtl.recurrent import (
     recurrent_step_cycles,
     state_read_split,
 )
-from fluid_hw.rtl.recurrent_spec import CELL_ATTRS, RecurrentSpec
+from fluid_hw.rtl.recurrent_spec import CELL_ATTRS, TABLES, RecurrentSpec
 
 from ...ir.program import Operator, Program
 from ..partition import LoweringError
@@ -38,19 +39,21 @@ from ..stages import Resources, memory_resources
 from ._base import StageKind
 from .table import TABLE_BITS, TABLE_GENERIC, TABLE_LUT_FACTOR
 
-CELLS = ("quantized_lstm", "quantized_gru")
+CELLS = ("quantized_lstm", "quantized_gru", "quantized_rnn")
 
 #: the element-wise unit's multipliers (ECP5 MULT18X18D): an int32 x 16-bit term two,
 #: any narrower product one.  LSTM: 4 gates x 2 int32 terms, the cell's two products and
 #: its two terms (f * c_prev 24 bits: two), tanh(c) and the hidden term one each, o *
 #: tanh(c) one; peepholes add 3 products and 3 terms of 24 bits.  GRU: 3 gates x 2 int32
-#: terms, r * h and its term, u * cand, (127 - u) * h and the hidden terms
-ELEMENT_DSPS = {"lstm": 16 + 2 + 3 + 1 + 1 + 1, "lstm_peep": 24 + 3 + 6, "gru": 12 + 2 + 4}
+#: terms, r * h and its term, u * cand, (127 - u) * h and the hidden terms.  The plain
+#: recurrence: its one gate's 2 int32 terms
+ELEMENT_DSPS = {"lstm": 16 + 2 + 3 + 1 + 1 + 1, "lstm_peep": 24 + 3 + 6, "gru": 12 + 2 + 4,
+                "rnn": 4}
 #: flip-flops of the element-wise unit's pipeline (its registers: about 35 stages of
 #: 40-100 bits); the GRU's fitted to Yosys (synth_ecp5, LFE5U-85F: 5289 flip-flops for
 #: the GRU 4 -> 8 at PE 2 x SIMD 2 with an fc behind it and the board top, 1308 more
 #: than the model gave with 1800), the LSTM's scaled from it (not measured)
-ELEMENT_FF = {"gru": 3100, "lstm": 4130}
+ELEMENT_FF = {"gru": 3100, "lstm": 4130, "rnn": 620}
 #: LUTs of a sum-requantiser term's alignment, adder and rounding (generic figure)
 SRQ_TERM_LUT = 90
 #: LUT4 of the element-wise unit beyond the calibrated per-PE and table shares (its sum
@@ -59,7 +62,7 @@ SRQ_TERM_LUT = 90
 #: for the GRU 4 -> 8 at PE 2 x SIMD 2 with an fc behind it and the board top) over the
 #: model without it (5712); the LSTM's is that scaled by its sum-requantiser terms (17
 #: against 10; not measured)
-ELEMENT_LUT = {"gru": 236, "lstm": 236 * 17 // 10}
+ELEMENT_LUT = {"gru": 236, "lstm": 236 * 17 // 10, "rnn": 236 * 2 // 10}
 
 
 def _readers(program: Program, var: str) -> list[Operator]:
@@ -97,7 +100,7 @@ def _lower(b: Any, chain: Sequence[int], k: int, cur: Cursor) -> tuple[LoweredSt
         raise LoweringError(f"quantized_fc (-> {fc.output('Out')[0]}): the recurrence reading "
                             "it must follow it in the accelerator region")
     cell_op = b.ops[chain[k + 1]]
-    cell = "lstm" if cell_op.type == "quantized_lstm" else "gru"
+    cell = cell_op.type.removeprefix("quantized_")
     hidden_var = cell_op.output("Hidden")[0]
     name = b.unique(layer_name(cell_op.input("Weight")[0], hidden_var))
     who = f"{cell_op.type} {name!r} (-> {hidden_var})"
@@ -220,8 +223,9 @@ def _dsps(s: RecurrentSpec) -> int:
 
 
 def _resources(s: RecurrentSpec, lanes: tuple[int, int]) -> Resources:
-    tables = 5 if s.cell == "lstm" else 3
-    state_ff = s.hidden * 24  # h and c (LSTM) | h, r * h and u (GRU)
+    tables = TABLES[s.cell]
+    # h and c (LSTM) | h, r * h and u (GRU) | h (plain)
+    state_ff = s.hidden * (8 if s.cell == "rnn" else 24)
     total = Resources(lut=TABLE_GENERIC.lut * tables + SRQ_TERM_LUT * 12 +
                       s.hidden * 8 * 2,  # the state's read / write multiplexers
                       ff=ELEMENT_FF[s.cell] + state_ff + 8 * s.in_dim +
@@ -237,7 +241,7 @@ def _resources(s: RecurrentSpec, lanes: tuple[int, int]) -> Resources:
 
 
 def _lut(s: RecurrentSpec, lanes: tuple[int, int], cal: Any) -> float:
-    tables = 5 if s.cell == "lstm" else 3
+    tables = TABLES[s.cell]
     return cal.per_pe * (s.pe + 4) + ELEMENT_LUT[s.cell] + \
         TABLE_LUT_FACTOR * cal.per_soft_rom * TABLE_BITS / 16 * tables
 
@@ -255,9 +259,11 @@ KIND = StageKind(
     shape=lambda s: {"cell": s.cell, "in": s.in_dim, "hidden": s.hidden, "mode": s.mode},
     buffer=lambda s: s.in_len,
     # on the ECP5-85F the full reference models at PE 32 did not finish routing (the
-    # element-wise unit's per-PE accumulator chains: 8 / 6 x 32 x 32 bits); the GRU at
-    # 16 x 2 routes at 100.6 MHz (docs/recurrent.md; the LSTM, with 100 MULT18X18Ds,
-    # did not finish at 8 x 8 either)
+    # element-wise unit's per-PE accumulator chains: 8 / 6 x 32 x 32 bits), nor did the
+    # LSTM at 8 x 8 (64 lanes, 100 MULT18X18Ds); the GRU at 16 x 2 routes at 111.7 MHz
+    # and the LSTM at 8 x 4 at 104.5 MHz (32 lanes; docs/recurrent.md)
     max_pe=16,
-    doc="quantised LSTM / GRU with its input projection over streamed sequences",
+    max_lanes=32,
+    doc="quantised LSTM / GRU / plain recurrence with its input projection over streamed "
+    "sequences",
 )

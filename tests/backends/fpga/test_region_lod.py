@@ -3,12 +3,11 @@
 A region of per-step stages (no recurrent first stage: ``design.json`` has no
 ``sequence``) streams a LoD value's rows, one a step, and hands its output on with the
 input's lengths; a region whose recurrent first stage outputs its last step (mode
-``"last"``) hands on one row a sequence.  The case of issue 18: a plain-recurrence
-DynamicRNN (``fc([x, h], act=tanh)``, quantised to ``quantized_fc`` + ``quantized_rnn``)
-has no recurrent stage kind, so the projection is region 0, the cell and the last step
-run on the host, the head is region 1; ``fluid-hw simulate`` and
-``Executor(FPGAPlace(build))`` on 64 sequences of 1..50 steps are bit-exact against the
-golden model (the CPU executor on the build's ``model/``)."""
+``"last"``) hands on one row a sequence.  Here a per-step ``fc`` is region 0, a sequence
+op without a stage kind runs on the host (``sequence_pool`` MAX: one row a sequence;
+``sequence_reverse``: every step, the lengths kept), the head is region 1;
+``fluid-hw simulate`` and ``Executor(FPGAPlace(build))`` on 64 sequences of 1..50 steps
+are bit-exact against the golden model (the CPU executor on the build's ``model/``)."""
 
 from __future__ import annotations
 
@@ -24,7 +23,6 @@ from fluid_hw.backends.fpga.place import FPGAPlace
 from fluid_hw.cli.main import main
 from fluid_hw.drivers import Accelerator
 from fluid_hw.frontend import io as fio
-from tests.rtl._recurrent_programs import dynamic_rnn_program
 
 HIDDEN, COEFFS = 8, 10
 
@@ -36,14 +34,18 @@ def _lod(rng: np.random.Generator, n: int) -> fluid.LoDTensor:
     return fluid.create_lod_tensor(x, [lengths.tolist()])
 
 
-def _plain_rnn(out: str):
-    """A DynamicRNN tanh recurrence; the head reads its last step (``out="last"``) or
-    every step (``"sequence"``: a per-step fc after the host's cell, a LoD output)."""
-    return dynamic_rnn_program(
-        "mfcc", COEFFS, HIDDEN,
-        lambda drnn, word, prev: layers.fc([word, prev], size=HIDDEN, act="tanh"),
-        lambda seq: layers.fc(layers.sequence_last_step(seq) if out == "last" else seq,
-                              size=4))
+def _two_regions(out: str):
+    """A per-step fc, a host sequence op, a head: ``out="last"`` pools each sequence's
+    maximum (one row a sequence into the head), ``"sequence"`` reverses each sequence
+    (a per-step head, a LoD output)."""
+    prog, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = 3
+    with fluid.program_guard(prog, startup), fluid.unique_name.guard():
+        x = layers.data(name="mfcc", shape=[COEFFS], dtype="float32", lod_level=1)
+        h = layers.fc(x, size=HIDDEN, act="relu")
+        mid = layers.sequence_pool(h, "max") if out == "last" else layers.sequence_reverse(h)
+        y = layers.fc(mid, size=4)
+    return prog, startup, y
 
 
 def _compile(tmp_path, prog, startup, y, cal: fluid.LoDTensor):
@@ -66,15 +68,16 @@ def _golden(build, x: fluid.LoDTensor):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("out", ["last", "sequence"])
-def test_plain_rnn_between_two_regions_is_bit_exact(tmp_path, out):
+def test_host_sequence_op_between_two_regions_is_bit_exact(tmp_path, out):
     rng = np.random.default_rng(0)
     cal = _lod(rng, 64)
     lengths = cal.recursive_sequence_lengths()[0]
-    build = _compile(tmp_path, *_plain_rnn(out), cal)
+    build = _compile(tmp_path, *_two_regions(out), cal)
     segments = json.loads((build / "segments.json").read_text())["segments"]
     where = [(s["where"], s["ops"]) for s in segments]
-    assert where[1] == ("fpga region 0", ["quantized_fc"])
-    assert "quantized_rnn" in where[2][1] and where[3][0] == "fpga region 1"
+    assert where[1] == ("fpga region 0", ["quantized_fc", "requantize"])
+    host_op = "sequence_pool" if out == "last" else "sequence_reverse"
+    assert host_op in where[2][1] and where[3][0] == "fpga region 1"
     for k in (0, 1):  # per-step stages: no recurrent first stage in either region
         assert "sequence" not in json.loads((build / f"regions/{k}/design.json").read_text())
     assert main(["simulate", str(build), "--inputs", str(tmp_path / "x.npz")]) == 0
