@@ -369,9 +369,15 @@ def fold_units(specs: Sequence[StageSpec], family: str = "ecp5", *,
         units.append(_DeviceUnit(s.name, mw, mh, make,
                                  make_lut=make_lut if lut_multipliers and
                                  lut_capable(s, family) else None,
-                                 max_pe=kind_of(s).max_pe, max_lanes=kind_of(s).max_lanes,
+                                 max_pe=_max_pe(s), max_lanes=kind_of(s).max_lanes,
                                  family=family))
     return units
+
+
+def _max_pe(s: StageSpec) -> int | None:
+    """The most PEs automatic folding offers ``s`` (:attr:`~.kinds.StageKind.max_pe`)."""
+    cap = kind_of(s).max_pe
+    return cap(s) if callable(cap) else cap
 
 
 def _apply(specs: Sequence[StageSpec], folding: Mapping[str, tuple[int, int]],
@@ -671,13 +677,19 @@ def _binding(units: Sequence[FoldUnit], opts: Mapping[str, _Option], budget: Fol
 
 def _floor_of(u: FoldUnit, o: _Option) -> tuple[str, str]:
     """The binding text of a unit already at its fastest option ``o``."""
-    capped = [f"PE {u.max_pe}" for _ in [0] if u.max_pe is not None and o.pe >= u.max_pe] + \
-        [f"{u.max_lanes} lanes" for _ in [0]
-         if u.max_lanes is not None and o.pe * o.simd >= u.max_lanes]
-    if capped and any(u.option(pe, simd).ii < o.ii for pe, simd in candidates(u.mw, u.mh)):
+    # faster foldings the kind's limits leave out (every faster one breaks a limit)
+    faster = [(pe, simd) for pe, simd in candidates(u.mw, u.mh)
+              if u.option(pe, simd).ii < o.ii] \
+        if u.max_pe is not None or u.max_lanes is not None else []
+    capped = [f"PE {u.max_pe}" for _ in [0] if u.max_pe is not None and
+              any(pe > u.max_pe for pe, _ in faster)] + \
+        [f"{u.max_lanes} lanes" for _ in [0] if u.max_lanes is not None and
+         any(pe * simd > u.max_lanes for pe, simd in faster)]
+    if capped:
         return ("the stage kind's limit for automatic folding",
                 f"{u.name}: {o.ii} cycles at {o.pe}x{o.simd}, at most "
-                f"{' and '.join(capped)} (larger ones did not route on the ECP5-85F); "
+                f"{' and '.join(capped)} (larger ones missed 100 MHz or did not route on the "
+                "ECP5-85F); "
                 "--fold may ask for more")
     stages = u.stages(o.pe, o.simd, o.lut_mults)
     lanes = stage_lanes(stages)

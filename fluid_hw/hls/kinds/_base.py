@@ -52,8 +52,8 @@ class StageKind:
     #: inputs together).  A concat takes each place from one port, a beat a cycle
     port_order: Callable[[Any], list[np.ndarray]] | None = None
     #: the most PEs automatic folding for a device gives a stage of the kind (a hand
-    #: ``--fold`` may go further); None: no limit
-    max_pe: int | None = None
+    #: ``--fold`` may go further), or that for a spec (a function of it); None: no limit
+    max_pe: int | Callable[[Any], int] | None = None
     #: the most multiplier lanes (PE x SIMD) automatic folding for a device gives it;
     #: None: no limit
     max_lanes: int | None = None

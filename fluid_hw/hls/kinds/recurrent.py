@@ -246,6 +246,18 @@ def _lut(s: RecurrentSpec, lanes: tuple[int, int], cal: Any) -> float:
         TABLE_LUT_FACTOR * cal.per_soft_rom * TABLE_BITS / 16 * tables
 
 
+def _max_pe(s: RecurrentSpec) -> int:
+    """Automatic folding's PE limit: the element-wise unit's accumulator chains (x and h,
+    32 bits, per gate and PE: ``64 G PE`` flip-flops) up to 3,072 bits, PE 16 at most.
+    Measured on the ECP5-85F (docs/recurrent.md): at PE 32 both full reference models
+    left routing unfinished; the GRU (G 3) at 16 x 2 routes at 111.7 MHz, the plain
+    recurrence (G 1) at 16 x 2 at 117.8 MHz, the LSTM (G 4) at 16 x 2 at 91.9 MHz
+    (critical path through the element-wise unit's control, 7.4 of its 10.9 ns routing)
+    but at 8 x 4 at 104.5 MHz; the LSTM at 8 x 8 (64 lanes: ``max_lanes``, 100
+    MULT18X18Ds) did not finish routing."""
+    return min(16, 48 // GATES[s.cell])
+
+
 def _times(s: RecurrentSpec, lanes: tuple[int, int], t_in: np.ndarray) -> np.ndarray:
     return np.full(s.out_len, float(np.max(t_in)) + s.step_cycles())
 
@@ -258,11 +270,7 @@ KIND = StageKind(
     times=_times, resources=_resources, memories=_memories, lut=_lut,
     shape=lambda s: {"cell": s.cell, "in": s.in_dim, "hidden": s.hidden, "mode": s.mode},
     buffer=lambda s: s.in_len,
-    # on the ECP5-85F the full reference models at PE 32 did not finish routing (the
-    # element-wise unit's per-PE accumulator chains: 8 / 6 x 32 x 32 bits), nor did the
-    # LSTM at 8 x 8 (64 lanes, 100 MULT18X18Ds); the GRU at 16 x 2 routes at 111.7 MHz
-    # and the LSTM at 8 x 4 at 104.5 MHz (32 lanes; docs/recurrent.md)
-    max_pe=16,
+    max_pe=_max_pe,
     max_lanes=32,
     doc="quantised LSTM / GRU / plain recurrence with its input projection over streamed "
     "sequences",
