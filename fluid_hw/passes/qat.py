@@ -63,10 +63,13 @@ from ..errors import QuantizationError
 from ..ir.ops.fake_quant import FAKE_QUANT_OPS
 from ..ir.program import Block, Operator, Program, VarType
 from ..ir.registry import op_has_category
+from ..tools import logger
 from .precision import Precision
 from .quantize_rnn import RECURRENT_OPS
 
 __all__ = ["LAYER_OPS", "QATConfig", "QATLayer", "QATProgram", "layer_name", "quant_aware"]
+
+log = logger("quantize")
 
 #: op type -> (input slot, weight slot, output slot, weight's output-channel axis)
 LAYER_OPS: dict[str, tuple[str, str, str, int]] = {
@@ -135,6 +138,9 @@ class QATProgram:
     program: Program
     test_program: Program
     layers: list[QATLayer]
+    #: the control-flow ops whose sub-blocks hold layers that stay float (a DynamicRNN /
+    #: StaticRNN body, a conditional branch): why, one line each (also logged)
+    float_blocks: list[str] = field(default_factory=list)
 
 
 def grid_passthrough(op: Operator) -> bool:
@@ -182,6 +188,33 @@ class _Chain:
 
 def _consumers(block: Block, name: str) -> list[int]:
     return [i for i, op in enumerate(block.ops) if name in op.input_arg_names]
+
+
+def _float_blocks(block: Block) -> list[str]:
+    """The ops of ``block`` with sub-blocks holding layers (a weight op with a
+    persistable weight), which ``quant_aware`` leaves float: a line each saying so."""
+    out = []
+    program = block.program
+    for i, op in enumerate(block.ops):
+        todo, found = list(op.sub_block_indices()), []
+        while todo:
+            sub = program.block(todo.pop())
+            for sop in sub.ops:
+                todo += sop.sub_block_indices()
+                slot = LAYER_OPS.get(sop.type, (None, None))[1]
+                if slot and sop.input(slot) and _persistable(sub, sop.input(slot)[0]):
+                    found.append(layer_name(sop.input(slot)[0]))
+        if found:
+            names = op.output_arg_names
+            wrote = ", ".join(names[:2]) + (", ..." if len(names) > 2 else "")
+            out.append(f"quant_aware: the {op.type} op {i} (writing {wrote}) "
+                       f"stays float, with its layers {sorted(set(found))}: fake quantisers "
+                       "go into the global block only.  For a recurrence, write it as "
+                       "dynamic_gru / dynamic_lstm fed by an fc (quantisation-aware, "
+                       "docs/qat.md 'Recurrent layers'), or quantise the trained float "
+                       "program post-training (passes.quantize turns a DynamicRNN / "
+                       "StaticRNN cell into quantized_gru / _lstm / _rnn)")
+    return out
 
 
 def _persistable(block: Block, name: str) -> bool:
@@ -441,4 +474,7 @@ def quant_aware(program: Program, startup_program: Program,
         bq = ins.bias_quant(at, c.bias, c.w, in_grids[k], (precs[k].w, precs[k].w_type),
                             kinds[k] == "bipolar")
         block.ops[at + 1]._rename_input(c.bias, bq)
-    return QATProgram(program, program.clone(for_test=True), layers)
+    floats = _float_blocks(block)
+    for line in floats:
+        log.warning(line)
+    return QATProgram(program, program.clone(for_test=True), layers, floats)

@@ -166,3 +166,25 @@ def test_freeze_refuses_narrow_recurrent_programs():
         exe.run(m.main, feed={"words": x, "label": y}, fetch_list=[m.loss])
         with pytest.raises(QuantizationError, match="8-bit"):
             freeze(q.test_program, scope, feed_names=["words"], fetch_names=[m.prediction.name])
+
+
+def test_a_dynamic_rnn_body_stays_float_and_says_so(caplog):
+    """quant_aware puts fake quantisers into the global block only: a DynamicRNN body's
+    fc stays float, and the result and the log say which loop and layers, and what to do
+    instead (dynamic_gru / dynamic_lstm, or post-training quantisation)."""
+    from tests.rtl._recurrent_programs import dynamic_rnn_program
+
+    main, startup, _ = dynamic_rnn_program(
+        "x", 10, 8, lambda drnn, word, prev: layers.fc([word, prev], size=8, act="tanh"),
+        lambda seq: layers.fc(layers.sequence_last_step(seq), size=2))
+    with caplog.at_level("WARNING", logger="fluid_hw.quantize"):
+        q = quant_aware(main, startup)
+    assert [lay.name for lay in q.layers] == ["fc_1"]  # the head only
+    (line,) = q.float_blocks
+    assert "the while op" in line and "['fc_0']" in line and "dynamic_gru" in line
+    assert "passes.quantize" in line and line in caplog.text
+    loop = next(op for op in main.global_block().ops if op.type == "while")
+    body = main.block(loop.attr("sub_block"))
+    assert not any(op.type in (W_CH, ACT, W_ABS) for op in body.ops)
+    # a program without control flow reports nothing
+    assert _qat(_kws()).float_blocks == []
