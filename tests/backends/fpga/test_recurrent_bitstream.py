@@ -11,7 +11,9 @@ lanes) keep it to what routes -- at 16 x 2 it met 91.9 MHz, at 8 x 8 it did not
 finish routing (docs/recurrent.md, "On the ULX3S-85F").  Measured at 8 x 4 (af90324,
 before the top's per-counter clear): 104.54 MHz, bit-exact, 270.07 cycles per step vs
 270, 15,087 sequences/s; Yosys 65 s, 373 s for compile and bitstream beside another
-nextpnr run.  Until this session the test built ``sequence_classifier(hidden=8)`` at 8
+nextpnr run.  This test at e04c315 (the top's per-counter clear): 109.11 MHz, 270.07
+cycles per step, 15,747 sequences/s, 551 s for compile and bitstream beside two other
+nextpnr runs, 577 s in all.  Until then the test built ``sequence_classifier(hidden=8)`` at 8
 x 8 (100.6-113.6 MHz).  Skipped
 only when Yosys, nextpnr-ecp5 or ecppack cannot be found (the dev extra installs their
 YoWASP builds)."""
