@@ -89,6 +89,11 @@ def test_digits_models_default_to_lut_multipliers_and_their_target(tmp_path):
     assert bench.model_settings(bench.BENCH_MODELS["jet_mlp"], plain) == (True, None)
     off = bench.BenchOptions(out=tmp_path, lut_multipliers=False, target_fps=0)
     assert bench.model_settings(digits, off) == (False, None)
+    # their LUT-product designs route with the heap placer (docs/accelerators.md)
+    assert bench.model_placer(digits, plain) == bench.model_placer(w4a4, plain) == "heap"
+    assert bench.model_placer(bench.BENCH_MODELS["lenet5"], plain) is None
+    assert bench.model_placer(digits, bench.BenchOptions(out=tmp_path, placer="static")) \
+        == "static"
     opts, mode = bench._compile_options(digits, 0.85, True, bench.DIGITS_FPS)
     assert mode == "latency" and opts.folding.lut_multipliers
     assert opts.folding.target_fps == bench.DIGITS_FPS
