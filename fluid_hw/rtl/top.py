@@ -41,11 +41,11 @@ from math import gcd
 from typing import Any
 
 import numpy as np
-from amaranth import Cat, Const, Module, Mux, ResetInserter, Signal, Value
+from amaranth import Cat, Module, Mux, ResetInserter, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ._ff import check_ff_style, copy_register
+from ._ff import check_ff_style
 from ._util import Component, HardwareConfigError, ceil_log2
 from .axil import AXILiteRegisters
 from .fork import Fork
@@ -635,7 +635,7 @@ class AcceleratorTop(Component):
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        soft_reset = Signal()
+        soft_reset, clear = Signal(), Signal()
         dp = _Datapath(self)
         m.submodules.datapath = ResetInserter(soft_reset)(dp)
         out: _OutPackets | _SeqOutPackets
@@ -657,9 +657,10 @@ class AcceleratorTop(Component):
 
         # ---- control ----------------------------------------------------------------
         enable = Signal(init=1)
-        m.d.sync += soft_reset.eq(0)
+        m.d.sync += [soft_reset.eq(0), clear.eq(0)]
         with m.If(regs.we_control):
-            m.d.sync += [enable.eq(regs.w_control[0]), soft_reset.eq(regs.w_control[1])]
+            m.d.sync += [enable.eq(regs.w_control[0]), soft_reset.eq(regs.w_control[1]),
+                         clear.eq(regs.w_control[2])]
 
         # ---- AXI-Stream pins ----------------------------------------------------------
         # input packets counted in beats on the bus, as the datapath frames them: one cut
@@ -700,13 +701,7 @@ class AcceleratorTop(Component):
         # ---- counters -----------------------------------------------------------------
         # SOFT_RESET clears what is in flight, the counters and the flags; CLEAR only the
         # counters and DONE.  BUSY comes from items in flight, which CLEAR leaves alone.
-        # The counters' clear (soft_reset | clear) is a register of its own for each
-        # counter, loaded as soft_reset and clear are: no OR gate and no net to all ~260
-        # counter flip-flops on the path (it was DS-CNN's critical path at 92.1 MHz)
-        zero_next = Mux(regs.we_control, regs.w_control[1] | regs.w_control[2], 0)
-
-        def zero_copy(tag: str) -> Value:
-            return copy_register(m, zero_next, Const(1, 1), f"zero_{tag}", self.ff_style)
+        zero = soft_reset | clear
         cycles = Signal(64)
         cycles_hi = Signal(32)
         counters = {n: Signal(32, name=n) for n in
@@ -732,19 +727,16 @@ class AcceleratorTop(Component):
             "in_starve": busy & self.s_axis_tready & ~self.s_axis_tvalid,
             "out_stall": self.m_axis_tvalid & ~self.m_axis_tready,
         }
-        with m.If(zero_copy("cycles")):
-            m.d.sync += cycles.eq(0)
+        with m.If(zero):
+            m.d.sync += [c.eq(0) for c in counters.values()]
+            m.d.sync += [cycles.eq(0), done.eq(0)]
         with m.Else():
             m.d.sync += cycles.eq(cycles + 1)
-        for n, c in counters.items():
-            with m.If(zero_copy(n)):
-                m.d.sync += c.eq(0)
-            with m.Elif(events[n]):
-                m.d.sync += c.eq(c + 1)
-        with m.If(zero_copy("done")):
-            m.d.sync += done.eq(0)
-        with m.Elif(out_vector):
-            m.d.sync += done.eq(1)
+            for n, c in counters.items():
+                with m.If(events[n]):
+                    m.d.sync += c.eq(c + 1)
+            with m.If(out_vector):
+                m.d.sync += done.eq(1)
         with m.If(regs.re_cycles_lo):
             m.d.sync += cycles_hi.eq(cycles[32:])
 
