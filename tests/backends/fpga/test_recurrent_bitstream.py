@@ -7,16 +7,14 @@ recurrent stage's estimate, sequences/s at the post-route Fmax.
 The model is the LSTM reference model itself, ``sequence_classifier()`` (hidden 32,
 Fluid's default peepholes, embedding on the host), at its automatic folding for the
 device, 8 x 4: the recurrent kind's limits for automatic folding (PE 48 / gates, 32
-lanes) keep it to what routes -- at 16 x 2 it met 91.9 MHz, at 8 x 8 it did not
-finish routing (docs/recurrent.md, "On the ULX3S-85F").  Measured at 8 x 4 (af90324,
-before the top's per-counter clear): 104.54 MHz, bit-exact, 270.07 cycles per step vs
-270, 15,087 sequences/s; Yosys 65 s, 373 s for compile and bitstream beside another
-nextpnr run.  This test at e04c315 (the top's per-counter clear): 109.11 MHz, 270.07
-cycles per step, 15,747 sequences/s, 551 s for compile and bitstream beside two other
-nextpnr runs, 577 s in all.  Until then the test built ``sequence_classifier(hidden=8)`` at 8
-x 8 (100.6-113.6 MHz).  Skipped
-only when Yosys, nextpnr-ecp5 or ecppack cannot be found (the dev extra installs their
-YoWASP builds)."""
+lanes) keep it to what routes -- at 16 x 2 it met 91.9 MHz, at 8 x 8 it did not finish
+routing (docs/recurrent.md, "On the ULX3S-85F"). Measured at 8 x 4 (af90324, before the
+top's per-counter clear): 104.54 MHz, bit-exact, 270.07 cycles per step vs 270, 15,087
+sequences/s; Yosys 65 s, 373 s for compile and bitstream beside another nextpnr run.
+This test at e04c315 (with the top's per-counter clear, reverted in 89f2b4b): 109.11
+MHz, 270.07 cycles per step, 15,747 sequences/s, 577 s in all. Until then the test built
+``sequence_classifier(hidden=8)`` at 8 x 8 (100.6-113.6 MHz). Skipped only when Yosys,
+nextpnr-ecp5 or ecppack cannot be found (the dev extra installs their YoWASP builds)."""
 
 from __future__ import annotations
 
