@@ -56,7 +56,6 @@ from fluid_hw.rtl.swg import (
     ROW_READY_DELAY,
     WindowGeometry,
     line_depth,
-    line_rows,
 )
 from fluid_hw.rtl.top import StageGraph
 
@@ -347,17 +346,13 @@ class ReduceConsumer:
 # ---- cycles ---------------------------------------------------------------------------------
 
 def window_cycles(g: WindowGeometry, lanes: int) -> int:
-    """Cycles per image of a sliding-window generator's reader: its rows of beats, the
-    gaps between rows, and the wait at an image boundary for the next image's first
-    rows that did not fit into the line buffer while the last rows were still held."""
+    """Cycles per image of a sliding-window generator's reader: its rows of beats and
+    the gaps between rows.  No wait at an image boundary: the line buffer
+    (:func:`~fluid_hw.rtl.swg.line_rows`) holds the image's last rows and the next
+    image's first rows together."""
     oh, ow = g.out_hw
-    beats_row_in = g.width * g.channels // lanes
     n_w = g.kernel[0] * g.kernel[1] * g.channels // lanes
-    rows = line_rows(g)
-    held_at_end = g.height - max(0, (oh - 1) * g.stride[0] - g.pads[0])
-    need_first = min(g.height, g.eff_kernel[0] - g.pads[0])
-    boundary = max(0, need_first - (rows - held_at_end)) * beats_row_in
-    return oh * (ow * n_w + ROW_OVERHEAD) + boundary
+    return oh * (ow * n_w + ROW_OVERHEAD)
 
 
 def queue_latency() -> int:

@@ -116,9 +116,9 @@ def line_rows(geom: WindowGeometry) -> int:
     ekh, sh, h = geom.eff_kernel[0], geom.stride[0], geom.height
     held_at_end = h - max(0, (geom.out_hw[0] - 1) * sh - geom.pads[0])
     need_first = min(h, ekh - geom.pads[0])
-    if ekh + sh <= h:
-        return max(ekh + sh, held_at_end + need_first)
-    return max(h, held_at_end + need_first)
+    # never fewer than the rows held and needed: the cycle models count no wait at an
+    # image boundary
+    return max(ekh + sh if ekh + sh <= h else h, held_at_end + need_first)
 
 
 def line_depth(geom: WindowGeometry, lanes: int) -> int:

@@ -91,13 +91,12 @@ def wide_row_reads(geom: WindowGeometry) -> int:
     return min(geom.width, last)
 
 
-def wide_window_cycles(geom: WindowGeometry, simd: int, period: int = 1, lanes: int = 1
-                       ) -> int:
-    """Cycles per image of a :class:`WideWindow` (``lanes`` input channels a beat) whose
-    consumer takes a window every ``period`` cycles (at least its ``kh * kw * C / simd``
-    beats): each output row the assembler's or the loader's work, whichever is longer,
-    and at an image boundary the wait for the next image's first rows that did not fit
-    into the line buffer while the last rows were held, less the columns still queued."""
+def wide_window_cycles(geom: WindowGeometry, simd: int, period: int = 1) -> int:
+    """Cycles per image of a :class:`WideWindow` whose consumer takes a window every
+    ``period`` cycles (at least its ``kh * kw * C / simd`` beats): each output row the
+    assembler's or the loader's work, whichever is longer.  No wait at an image
+    boundary: the line buffer (:func:`~.swg.line_rows`) holds the image's last rows and
+    the next image's first rows together."""
     oh, ow = geom.out_hw
     sw = geom.stride[1]
     sf = geom.window_size // simd
@@ -105,16 +104,7 @@ def wide_window_cycles(geom: WindowGeometry, simd: int, period: int = 1, lanes: 
     first = geom.eff_kernel[1] - geom.pads[1]
     assembler = max(first, p) + (ow - 1) * max(sw, p)
     loader = wide_row_reads(geom) + ROW_OVERHEAD
-    rows = line_rows(geom)
-    held_at_end = geom.height - max(0, (oh - 1) * geom.stride[0] - geom.pads[0])
-    need_first = min(geom.height, geom.eff_kernel[0] - geom.pads[0])
-    missing = max(0, need_first - (rows - held_at_end))
-    boundary = 0
-    if missing:
-        wait = missing * geom.width * geom.channels // lanes + WIDE_ROW_READY_DELAY + \
-            ROW_OVERHEAD + WIDE_LOAD_LATENCY
-        boundary = max(0, wait - WIDE_QUEUE_DEPTH // sw * max(sw, p))
-    return oh * max(assembler, loader) + boundary
+    return oh * max(assembler, loader)
 
 
 class WideWindow(Component):

@@ -81,7 +81,7 @@ def _cycles(s: Any, lanes: tuple[int, int]) -> int:
     oh, ow = s.geometry.out_hw
     c, h, w = s.in_shape
     if s.wide_window:
-        windows = wide_window_cycles(s.geometry, s.simd, s.nf * s.sf, s.window_lanes)
+        windows = wide_window_cycles(s.geometry, s.simd, s.nf * s.sf)
     else:
         windows = window_cycles(s.geometry, s.window_lanes)
     return max(windows, oh * ow * s.nf * s.sf, h * w * c // s.window_lanes)
