@@ -681,10 +681,11 @@ def _floor_of(u: FoldUnit, o: _Option) -> tuple[str, str]:
     faster = [(pe, simd) for pe, simd in candidates(u.mw, u.mh)
               if u.option(pe, simd).ii < o.ii] \
         if u.max_pe is not None or u.max_lanes is not None else []
-    capped = [f"PE {u.max_pe}" for _ in [0] if u.max_pe is not None and
-              any(pe > u.max_pe for pe, _ in faster)] + \
-        [f"{u.max_lanes} lanes" for _ in [0] if u.max_lanes is not None and
-         any(pe * simd > u.max_lanes for pe, simd in faster)]
+    capped = []
+    if u.max_pe is not None and any(pe > u.max_pe for pe, _ in faster):
+        capped.append(f"PE {u.max_pe}")
+    if u.max_lanes is not None and any(pe * simd > u.max_lanes for pe, simd in faster):
+        capped.append(f"{u.max_lanes} lanes")
     if capped:
         return ("the stage kind's limit for automatic folding",
                 f"{u.name}: {o.ii} cycles at {o.pe}x{o.simd}, at most "

@@ -582,7 +582,6 @@ class RecurrentUnit(Component):
 
         a = self.p.attrs
         lat_phase: list[int] = []
-        done_write: list[Value] = []
         if self.cell == "lstm":
             assert c is not None
             cp = state_at(c, 16, "cp")
@@ -624,7 +623,6 @@ class RecurrentUnit(Component):
             with m.If(vl):
                 m.d.sync += [h[dl].eq(hn[0]), c[dl].eq(c_late)]
             lat_phase.append(lat)
-            done_write.append(vl)
         elif self.cell == "rnn":
             # h_t = T[SRQ(x_t W_x + b, h_{t-1} U)]: the table's output is the new state
             zr = self._srq(m, ep, gate_terms(0, None), -128, 127, "z", max_dn(0))

@@ -13,14 +13,14 @@ import numpy as np
 
 import fluid_hw as fluid
 from fluid_hw import layers
+from fluid_hw.hls.kinds.recurrent import CELLS
+from fluid_hw.ir.ops.quant_rnn import RNN_ACTIVATIONS
 from fluid_hw.passes.quantize import QuantConfig, quantize
 from fluid_hw.rtl.recurrent import RecurrentParams
 from fluid_hw.rtl.recurrent_spec import CELL_ATTRS
 
 #: the plain recurrences' activations (quantized_rnn)
-PLAIN = ("tanh", "relu", "sigmoid")
-#: the quantised recurrences the stage takes
-_CELL_OPS = ("quantized_lstm", "quantized_gru", "quantized_rnn")
+PLAIN = RNN_ACTIVATIONS
 
 
 def lod(seqs: list[np.ndarray]) -> fluid.LoDTensor:
@@ -77,7 +77,7 @@ def stage_arrays(qprog: Any, scope: Any) -> tuple[str, RecurrentParams]:
     """The cell (``lstm`` | ``gru`` | ``rnn``) and the integers of the program's
     quantized_fc + quantized_lstm | quantized_gru | quantized_rnn."""
     ops = qprog.global_block().ops
-    rec = next(op for op in ops if op.type in _CELL_OPS)
+    rec = next(op for op in ops if op.type in CELLS)
     fc = next(op for op in ops if op.type == "quantized_fc"
               and op.output("Out")[0] == rec.input("Input")[0])
 
@@ -101,7 +101,7 @@ def golden(qprog: Any, scope: Any, exe: Any, seqs: list[np.ndarray]
     """The CPU executor's int8 inputs of the projection (``[sum T, in_dim]``) and the
     recurrence's int8 hidden states (``[sum T, D]``) on ``seqs``."""
     ops = qprog.global_block().ops
-    rec = next(op for op in ops if op.type in _CELL_OPS)
+    rec = next(op for op in ops if op.type in CELLS)
     fc = next(op for op in ops if op.type == "quantized_fc"
               and op.output("Out")[0] == rec.input("Input")[0])
     with fluid.scope_guard(scope):
