@@ -68,8 +68,11 @@ WIDE_QUEUE_DEPTH = credit_depth(WIDE_READ_LATENCY, 1)
 #: counters -> the row count, 9.5 ns of its 11.7 routing across the device).
 WIDE_INPUT_LATENCY = INPUT_LATENCY
 #: Cycles from an input row's last beat (its transfer at the input) to the first read
-#: for an output row that waited for it: as the ordinary window generator's.
-WIDE_ROW_READY_DELAY = ROW_READY_DELAY
+#: for an output row that waited for it: the ordinary window generator's and one more,
+#: the register between the writer's row count and the loader's (LeNet-5 on the
+#: ULX3S-85F at 87.0 MHz ran ``filled < R`` -> the writer's ``take`` -> ``row_done`` ->
+#: the loader's ``avail`` adder, 9.4 ns of its 11.5 routing).
+WIDE_ROW_READY_DELAY = ROW_READY_DELAY + 1
 
 
 def use_wide_window(geom: WindowGeometry, simd: int) -> bool:
@@ -228,7 +231,11 @@ class WideWindow(Component):
                     m.d.sync += [oy.eq(oy + 1), iy_base.eq(iy_base + sh), need.eq(need + sh)]
                     m.d.sync += [ks.eq(slot_add(ks, sh)) for ks in kslot]
                 m.next = "WAIT"
-        m.d.sync += avail.eq(avail + row_done - Mux(next_image, H, 0))
+        # the loader counts rows a cycle after the writer (a register between them);
+        # late by a cycle, it is never ahead of the rows written
+        row_done_l = Signal()
+        m.d.sync += [row_done_l.eq(row_done),
+                     avail.eq(avail + row_done_l - Mux(next_image, H, 0))]
 
         # the memory read, a register after it (with the row selects of the read's
         # output row: kslot and row_in move on at the row's release, the cycle after its
