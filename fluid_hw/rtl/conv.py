@@ -56,7 +56,9 @@ class ConvUnit(Component):
         self.wide = use_wide_window(geom, simd)
         self.swg: SlidingWindow | WideWindow
         if self.wide:
-            self.swg = WideWindow(name, geom, self.lanes, simd, pad_value=0)
+            # the MVAU takes a window every nf * sf cycles
+            period = out_channels // pe * (geom.window_size // simd)
+            self.swg = WideWindow(name, geom, self.lanes, simd, pad_value=0, period=period)
         else:
             self.swg = SlidingWindow(name, geom, self.lanes, order="kkc", pad_value=0)
         self.mvau = MVAU(name, geom.window_size, out_channels, pe, simd,

@@ -52,7 +52,7 @@ from .swg import (
 )
 
 __all__ = ["WideWindow", "use_wide_window", "wide_window_cycles", "wide_row_reads",
-           "WIDE_QUEUE_DEPTH", "WIDE_LOAD_LATENCY", "WIDE_READ_LATENCY",
+           "wide_window_registered", "WIDE_QUEUE_DEPTH", "WIDE_LOAD_LATENCY", "WIDE_READ_LATENCY",
            "WIDE_INPUT_LATENCY", "WIDE_ROW_READY_DELAY"]
 
 #: Cycles from a loader read to the column entering the queue: the memory read, then
@@ -87,6 +87,21 @@ def use_wide_window(geom: WindowGeometry, simd: int) -> bool:
     return max(geom.stride[1], n // simd) < n // gcd(c, simd)
 
 
+def wide_window_registered(geom: WindowGeometry, simd: int, period: int) -> bool:
+    """Whether a :class:`WideWindow` whose consumer takes a window every ``period``
+    cycles copies a window into its snapshot on registered state alone (the window
+    full, the snapshot empty) instead of in the cycle the consumer takes the last beat
+    (``ready``) or the assembler shifts: a cycle more per window for the emitter and the
+    assembler, which the consumer's period hides when it exceeds both a window's beats
+    and its column shifts by two cycles or more (by one, a padded row's start costs a
+    cycle a row: measured in amaranth.sim, so the plain copy stays there).  It takes
+    the consumer's ``ready`` and the copy decision off the window's and the snapshot's
+    enables (LeNet-5's conv2 on the ULX3S-85F at 92.0 MHz: ``last_beat`` -> ``copy`` ->
+    the window shift -> the window register, three 2.5 ns routes of a 1,200-bit
+    fanout)."""
+    return period >= max(geom.window_size // simd, geom.stride[1]) + 2
+
+
 def wide_row_reads(geom: WindowGeometry) -> int:
     """Image columns the loader reads for each output row: those its windows touch."""
     ow = geom.out_hw[1]
@@ -116,7 +131,7 @@ class WideWindow(Component):
     elements a beat in ``"kkc"`` order."""
 
     def __init__(self, name: str, geom: WindowGeometry, lanes: int, simd: int, *,
-                 pad_value: int = 0) -> None:
+                 pad_value: int = 0, period: int = 1) -> None:
         geom.check(name)
         c, n = geom.channels, geom.window_size
         if c % lanes:
@@ -133,6 +148,8 @@ class WideWindow(Component):
         self.cf = c // lanes
         self.rows = line_rows(geom)
         self.sf = n // simd
+        #: the copy on registered state (:func:`wide_window_registered`)
+        self.registered = wide_window_registered(geom, simd, period)
         super().__init__({"i": In(stream.Signature(8 * lanes)),
                           "o": Out(stream.Signature(8 * simd))})
 
@@ -268,7 +285,10 @@ class WideWindow(Component):
         snap_valid = Signal()
         beat = Signal(range(max(2, self.sf)))
         last_beat = Signal(init=self.sf == 1)    # beat == sf - 1, registered
-        snap_free = ~snap_valid | (self.o.ready & last_beat)
+        # registered: the copy waits for the snapshot to be empty, a cycle after its
+        # last beat, and the assembler shifts only into a window not full
+        reg = self.registered
+        snap_free = ~snap_valid if reg else ~snap_valid | (self.o.ready & last_beat)
         copy = Signal()
         m.d.comb += [copy.eq(full & snap_free),
                      self.o.valid.eq(snap_valid),
@@ -285,15 +305,18 @@ class WideWindow(Component):
         ax_zero = Signal(init=1)
         ix_pad = Signal()                  # ix starts at 0 < W
         row_end = copy & ax_last
-        v_cnt = Mux(copy, Mux(row_end, pl, 0), cnt)
-        v_ix = Mux(row_end, 0, ix)
+        # a copy in the cycle of a shift (never when registered: shift needs ~full)
+        s_copy = Const(0, 1) if reg else copy
+        s_end = s_copy & ax_last
+        v_cnt = Mux(s_copy, Mux(s_end, pl, 0), cnt)
+        v_ix = Mux(s_end, 0, ix)
         v_ax = Mux(copy, Mux(row_end, 0, ax + 1), ax)
-        v_win = Mux(row_end, pad_win, win)
+        v_win = Mux(s_end, pad_win, win)
         # v_cnt + 1 == (ekw if v_ax == 0 else sw), from registers and constants
-        v_full = Mux(copy, Mux(row_end, pl + 1 == ekw, sw == 1),
+        v_full = Mux(s_copy, Mux(s_end, pl + 1 == ekw, sw == 1),
                      cnt + 1 == Mux(ax_zero, ekw, sw))
-        can_take = ~full | copy
-        col_pad = ~row_end & ix_pad
+        can_take = ~full | s_copy
+        col_pad = ~s_end & ix_pad
         shift = Signal()
         m.d.comb += [q.o.ready.eq(can_take & ~col_pad),
                      shift.eq(can_take & (col_pad | q.o.valid))]
@@ -301,10 +324,11 @@ class WideWindow(Component):
         with m.If(shift):
             m.d.sync += [win.eq(Cat(v_win[col_bits:], new_col)), cnt.eq(v_cnt + 1),
                          ix.eq(v_ix + 1), full.eq(v_full),
-                         ix_pad.eq(Mux(row_end, W == 1, ix >= W - 1))]
+                         ix_pad.eq(Mux(s_end, W == 1, ix >= W - 1))]
         with m.Elif(copy):
-            m.d.sync += [win.eq(v_win), cnt.eq(v_cnt), ix.eq(v_ix), full.eq(0),
-                         ix_pad.eq(~row_end & ix_pad)]
+            m.d.sync += [win.eq(Mux(ax_last, pad_win, win)), cnt.eq(Mux(ax_last, pl, 0)),
+                         ix.eq(Mux(ax_last, 0, ix)), full.eq(0),
+                         ix_pad.eq(~ax_last & ix_pad)]
         m.d.sync += [ax.eq(v_ax),
                      ax_last.eq(Mux(copy, Mux(row_end, OW == 1, ax == OW - 2 if OW > 1 else 1),
                                          ax_last)),

@@ -135,21 +135,28 @@ def test_wide_window_choice_and_errors():
         WideWindow("conv1", lenet, 1, 10)
 
 
-@pytest.mark.parametrize("shape,m,k,pad,pe,simd,stride", [
-    ((1, 9, 9), 6, 5, 2, 6, 5, 1),                  # LeNet conv1's folding, smaller
-    ((1, 13, 6), 4, (10, 4), (4, 1, 5, 1), 2, 40, 2),  # DS-CNN conv1's kernel and stride
+@pytest.mark.parametrize("shape,m,k,pad,pe,simd,stride,registered", [
+    ((1, 9, 9), 6, 5, 2, 6, 5, 1, False),             # LeNet conv1's folding, smaller
+    ((1, 13, 6), 4, (10, 4), (4, 1, 5, 1), 2, 40, 2, False),  # DS-CNN conv1's kernel
+    # the copy on registered state (the consumer's period hides its cycle)
+    ((1, 9, 9), 6, 5, 2, 2, 25, 1, True),             # padded, nf 3, sf 1
+    ((6, 7, 7), 16, 5, 0, 2, 30, 1, True),            # LeNet conv2's folding: nf 8, sf 5
+    ((2, 8, 7), 4, 3, 1, 1, 6, 2, True),              # padded, strided, nf 4, sf 3
 ])
-def test_wide_conv_cycle_model_is_exact(shape, m, k, pad, pe, simd, stride):
+def test_wide_conv_cycle_model_is_exact(shape, m, k, pad, pe, simd, stride, registered):
     """The conv kind's cycle model of the wide path (the input skid buffer's cycle in
-    WIDE_ROW_READY_DELAY included) equals amaranth.sim to the cycle: the latency of the
-    first inference and the initiation interval, input always valid, output always
-    ready."""
+    WIDE_ROW_READY_DELAY included; the copy on registered state where the consumer's
+    period allows) equals amaranth.sim to the cycle: the latency of the first inference
+    and the initiation interval, input always valid, output always ready."""
     from fluid_hw.hls.stages import estimate_pipeline
+    from fluid_hw.rtl.swg_wide import wide_window_registered
     from tests.hls.test_conv_wide import conv
     from tests.hls.test_stages import measure
 
     stages = [conv("c1", shape, m, k, pad, pe, simd, stride=stride)]
     assert stages[0].wide_window
+    s = stages[0]
+    assert wide_window_registered(s.geometry, simd, s.nf * s.sf) == registered
     est = estimate_pipeline(stages)
     latency, iis = measure(stages)
     assert (latency, iis[-1]) == (est.latency_cycles, est.initiation_interval)

@@ -23,6 +23,7 @@ from fluid_hw.rtl.swg_wide import (
     WIDE_QUEUE_DEPTH,
     WIDE_ROW_READY_DELAY,
     wide_row_reads,
+    wide_window_registered,
 )
 
 from ...errors import FluidError
@@ -138,8 +139,8 @@ def wide_window_lut(geom: WindowGeometry, simd: int, cal: Any) -> float:
     return float(cal.per_window) + wide_window_luts(geom, simd) - NARROW_WINDOW_LUT
 
 
-def wide_window_times(t_in: np.ndarray, geom: WindowGeometry, simd: int, consumer: Any
-                      ) -> None:
+def wide_window_times(t_in: np.ndarray, geom: WindowGeometry, simd: int, consumer: Any,
+                      period: int = 1) -> None:
     """The wide generator over one image (input element times ``t_in`` in HWC order),
     cycle-exact to its registers: the loader's column reads (after the row's input rows,
     :data:`~fluid_hw.rtl.swg.ROW_OVERHEAD` cycles after the previous row's last read,
@@ -147,7 +148,10 @@ def wide_window_times(t_in: np.ndarray, geom: WindowGeometry, simd: int, consume
     without a read, the first of a window at the earliest when the previous one is
     copied), the copy into the snapshot (the cycle after the window's last shift, at the
     earliest when the previous snapshot's last beat goes), then the window's beats
-    through ``consumer.take(pixel, beat, t) -> read time``."""
+    through ``consumer.take(pixel, beat, t) -> read time``.  With the copy on registered
+    state (:func:`~fluid_hw.rtl.swg_wide.wide_window_registered` for a consumer taking a
+    window every ``period`` cycles) the first shift waits a cycle after the copy and the
+    copy a cycle after the last beat."""
     c, h, w = geom.channels, geom.height, geom.width
     oh, ow = geom.out_hw
     ekh, ekw = geom.eff_kernel
@@ -156,6 +160,7 @@ def wide_window_times(t_in: np.ndarray, geom: WindowGeometry, simd: int, consume
     sf = geom.window_size // simd
     row_done = t_in.reshape(h, w * c).max(axis=1)
     n_reads = wide_row_reads(geom)
+    wait = int(wide_window_registered(geom, simd, period))
     issues: list[float] = []
     reads: list[float] = []
     last_shift = last_copy = last_take = -1e18
@@ -167,7 +172,7 @@ def wide_window_times(t_in: np.ndarray, geom: WindowGeometry, simd: int, consume
         for ox in range(ow):
             shifts = ekw - pl if ox == 0 else sw
             for _ in range(shifts):
-                t = max(last_shift + 1, last_copy)
+                t = max(last_shift + 1, last_copy + wait)
                 if ix < n_reads:
                     j = len(issues)
                     ti = row_start if ix == 0 else issues[-1] + 1
@@ -178,7 +183,7 @@ def wide_window_times(t_in: np.ndarray, geom: WindowGeometry, simd: int, consume
                     reads.append(t)
                 last_shift = t
                 ix += 1
-            copy = max(last_shift + 1, last_take)
+            copy = max(last_shift + 1, last_take + wait)
             last_copy = copy
             p = oy * ow + ox
             for b in range(sf):

@@ -91,7 +91,7 @@ def _times(s: Any, lanes: tuple[int, int], t_in: np.ndarray) -> np.ndarray:
     g = s.geometry
     if s.wide_window:
         cons = MVAUConsumer(s.sf, 1, s.sf, s.nf)
-        wide_window_times(t_in, g, s.simd, cons)
+        wide_window_times(t_in, g, s.simd, cons, s.nf * s.sf)
     else:
         n_w = g.window_size // s.window_lanes
         cons = MVAUConsumer(n_w, s.simd // s.window_lanes, s.sf, s.nf)
