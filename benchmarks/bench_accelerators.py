@@ -165,6 +165,9 @@ class BenchModel:
 #: beside the DSPs; w4a4 II 32 (the fastest the 85 % budget holds)
 DIGITS_FPS = 1.3e6
 W4A4_FPS = 3.0e6
+#: LeNet-5's default target at the 100 MHz target clock: 80 % of the DSP-only bound
+#: (37,453/s there), past the 70 % stretch goal
+LENET_FPS = 30_000.0
 
 BENCH_MODELS: dict[str, BenchModel] = {m.name: m for m in (
     BenchModel("digits_mlp", "digits MLP 64-128-64-10", models.digits_mlp, (64,), "digits",
@@ -178,7 +181,10 @@ BENCH_MODELS: dict[str, BenchModel] = {m.name: m for m in (
                "digits", Goal(">= 2.5 M/s (stretch 4 M/s)", min_throughput=2.5e6),
                quant=QuantConfig(weight_bits=4, activation_bits=4), precision="w4a4",
                lut_multipliers=True, target_fps=W4A4_FPS, placer="heap"),
-    BenchModel("lenet5", "LeNet-5 28x28x1", models.lenet5, (1, 28, 28), "random", _CNN_GOAL),
+    # II 3,200 (83 % of the bound) with 25 LUT products beside the DSPs; the DSPs
+    # alone stop at II 4,000 (67 %)
+    BenchModel("lenet5", "LeNet-5 28x28x1", models.lenet5, (1, 28, 28), "random", _CNN_GOAL,
+               lut_multipliers=True, target_fps=LENET_FPS),
     BenchModel("ds_cnn", "DS-CNN (MLPerf Tiny KWS)", models.ds_cnn, (1, 49, 10), "random",
                _CNN_GOAL),
     BenchModel("resnet8", "ResNet-8 (MLPerf Tiny IC)", models.resnet8, (3, 32, 32),
