@@ -84,7 +84,9 @@ def test_digits_models_default_to_lut_multipliers_and_their_target(tmp_path):
     plain = bench.BenchOptions(out=tmp_path)
     assert bench.model_settings(digits, plain) == (True, bench.DIGITS_FPS)
     assert bench.model_settings(w4a4, plain) == (True, bench.W4A4_FPS)
-    assert bench.model_settings(bench.BENCH_MODELS["lenet5"], plain) == (False, None)
+    # LeNet-5: LUT products up to 80 % of the bound at the target clock
+    assert bench.model_settings(bench.BENCH_MODELS["lenet5"], plain) == (True, bench.LENET_FPS)
+    assert bench.model_settings(bench.BENCH_MODELS["ds_cnn"], plain) == (False, None)
     # the jet MLP's 1.5 us (latency mode) needs LUT products: its default too
     assert bench.model_settings(bench.BENCH_MODELS["jet_mlp"], plain) == (True, None)
     off = bench.BenchOptions(out=tmp_path, lut_multipliers=False, target_fps=0)
