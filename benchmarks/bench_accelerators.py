@@ -158,6 +158,8 @@ class BenchModel:
     target_fps: float | None = None
     #: the bench's default nextpnr placer (``--placer`` overrides it); None: the board's
     placer: str | None = None
+    #: the bench's default nextpnr router (``--router`` overrides it); None: nextpnr's
+    router: str | None = None
 
 
 #: the digits MLPs' default targets at the 100 MHz target clock (docs/accelerators.md):
@@ -208,6 +210,7 @@ class BenchOptions:
     bitstream: bool = True
     inputs: int = 32          # simulated inputs of the random-data models
     placer: str | None = None
+    router: str | None = None
     pnr_timeout_s: float | None = None
     #: automatic folding may add LUT multipliers; None: each model's default
     lut_multipliers: bool | None = None
@@ -343,7 +346,8 @@ def bitstream_key(build: Path, options: BenchOptions, versions: Mapping[str, str
     for name in ("accelerator.v", "design.json"):
         h.update(name.encode() + b"\0" + (build / name).read_bytes())
     h.update(json.dumps({"board": BOARD, "clock_mhz": rep.get("clock_mhz"),
-                         "placer": options.placer, "versions": dict(versions)},
+                         "placer": options.placer, "versions": dict(versions),
+                         **({"router": options.router} if options.router else {})},
                         sort_keys=True).encode())
     _sha_files(h, [ROOT / p for p in BOARD_TOP_SOURCES])
     return h.hexdigest()[:32]
@@ -365,6 +369,7 @@ def _bitstream_cached(build: Path, options: BenchOptions, versions: Mapping[str,
             bd.update_report("bitstream", keys, drop=("measured_at_fmax",))
         return keys, True
     keys = bitstream(build, board=BOARD, placer=options.placer,
+                     nextpnr_args=("--router", options.router) if options.router else (),
                      progress=lambda m: say(f"  {m}"), timeout_s=options.pnr_timeout_s)
     tmp = cache.with_name(cache.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -432,6 +437,12 @@ def model_placer(bm: BenchModel, options: BenchOptions) -> str | None:
     return options.placer if options.placer is not None else bm.placer
 
 
+def model_router(bm: BenchModel, options: BenchOptions) -> str | None:
+    """The nextpnr router of a model's run: ``--router`` where given, else the model's
+    (None: nextpnr's default)."""
+    return options.router if options.router is not None else bm.router
+
+
 def run_model(name: str, options: BenchOptions) -> dict[str, Any]:
     """Build, compile, simulate (and place) one model; its results entry."""
     bm = BENCH_MODELS[name]
@@ -444,8 +455,10 @@ def run_model(name: str, options: BenchOptions) -> dict[str, Any]:
     model_dir, calib, sim, labels, how, macs = _prepare(bm, d, options.inputs)
     entry["how"] = how
     lut, fps = model_settings(bm, options)
-    options = dataclasses.replace(options, placer=model_placer(bm, options))
+    options = dataclasses.replace(options, placer=model_placer(bm, options),
+                                  router=model_router(bm, options))
     entry["placer"] = options.placer
+    entry["router"] = options.router
     opts, mode = _compile_options(bm, options.fraction, lut, fps, options.optimize)
     entry["optimize"] = mode
     entry["lut_multipliers"] = lut
@@ -605,6 +618,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "optimisation (default: the model's)")
     ap.add_argument("--placer", help="nextpnr placer (default: the model's -- heap for the "
                     "digits MLPs -- else the board's)")
+    ap.add_argument("--router", choices=("router1", "router2"), help="nextpnr router "
+                    "(default: the model's, else nextpnr's router1)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")
     ap.add_argument("--table", action="store_true", help="only print the table of "
                     "OUT/results.json (what earlier runs measured)")
@@ -615,7 +630,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(table({k: results[k] for k in names if k in results}))
         return 0
     opts = BenchOptions(out=args.out, fraction=args.fraction, bitstream=not args.no_bitstream,
-                        inputs=args.inputs, placer=args.placer,
+                        inputs=args.inputs, placer=args.placer, router=args.router,
                         lut_multipliers=args.lut_multipliers, target_fps=args.target_fps,
                         optimize=args.optimize)
     results = run(names, opts)

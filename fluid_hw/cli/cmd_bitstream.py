@@ -28,6 +28,7 @@ def _run(args: argparse.Namespace) -> int:
 
     keys = bitstream(args.build_dir, board=args.board, clock_mhz=args.clock_mhz,
                      baud=args.baud or DEFAULT_BAUD, seed=args.seed, placer=args.placer,
+                     nextpnr_args=("--router", args.router) if args.router else (),
                      check_resources=not args.no_budget_check, timeout_s=args.timeout,
                      stop_after=args.stop_after)
     if "bitstream" not in keys:
@@ -79,6 +80,8 @@ def register(sub: Any) -> None:
     p.add_argument("--baud", type=int, help="UART bridge baud rate (default 3000000)")
     p.add_argument("--seed", type=int, default=1, help="nextpnr seed (default 1)")
     p.add_argument("--placer", help="nextpnr placer (default: static)")
+    p.add_argument("--router", choices=("router1", "router2"), help="nextpnr router "
+                   "(default: nextpnr's, router1; router2 for large, congested designs)")
     p.add_argument("--timeout", type=float, help="seconds each tool may run")
     p.add_argument("--no-budget-check", action="store_true",
                    help="skip the resource checks before place and route")

@@ -72,6 +72,8 @@ def test_jet_mlp_simulated(tmp_path, capsys):
     assert key == bench.bitstream_key(build, opts, versions)
     assert key != bench.bitstream_key(build, bench.BenchOptions(out=tmp_path,
                                                                 placer="heap"), versions)
+    assert key != bench.bitstream_key(build, bench.BenchOptions(out=tmp_path,
+                                                                router="router2"), versions)
     assert key != bench.bitstream_key(build, opts, {**versions, "nextpnr-ecp5": "2.1"})
 
 
@@ -94,6 +96,9 @@ def test_digits_models_default_to_lut_multipliers_and_their_target(tmp_path):
     # their LUT-product designs route with the heap placer (docs/accelerators.md)
     assert bench.model_placer(digits, plain) == bench.model_placer(w4a4, plain) == "heap"
     assert bench.model_placer(bench.BENCH_MODELS["lenet5"], plain) is None
+    assert bench.model_router(bench.BENCH_MODELS["lenet5"], plain) is None
+    assert bench.model_router(digits, bench.BenchOptions(out=tmp_path, router="router2")) \
+        == "router2"
     assert bench.model_placer(digits, bench.BenchOptions(out=tmp_path, placer="static")) \
         == "static"
     opts, mode = bench._compile_options(digits, 0.85, True, bench.DIGITS_FPS)

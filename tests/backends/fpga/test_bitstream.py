@@ -136,7 +136,10 @@ def _check_build(out, family):
 def test_ecp5_bitstream_of_a_tiny_mlp(tiny, tmp_path):
     out = tmp_path / "ecp5"
     shutil.copytree(tiny, out)
-    assert main(["bitstream", str(out), "--board", "ulx3s-25f", "--clock-mhz", "100"]) == 0
+    assert main(["bitstream", str(out), "--board", "ulx3s-25f", "--clock-mhz", "100",
+                 "--router", "router2"]) == 0
+    # the router option reaches nextpnr (its log starts with the command line)
+    assert "--router router2" in (out / "nextpnr.log").read_text().splitlines()[0]
     r = _check_build(out, "ecp5")
     assert r["bitstream"]["pll"]["primitive"] == "EHXPLLL"
     assert r["resources_used"]["pll"] == 1
