@@ -55,14 +55,14 @@ class ConvUnit(Component):
         self.lanes = gcd(geom.channels, simd)
         self.wide = use_wide_window(geom, simd)
         self.swg: SlidingWindow | WideWindow
-        if self.wide:
-            # the MVAU takes a window every nf * sf cycles
-            period = out_channels // pe * (geom.window_size // simd)
-            self.swg = WideWindow(name, geom, self.lanes, simd, pad_value=0, period=period)
-        else:
-            self.swg = SlidingWindow(name, geom, self.lanes, order="kkc", pad_value=0)
         self.mvau = MVAU(name, geom.window_size, out_channels, pe, simd,
                          **mvau_kwargs)
+        if self.wide:
+            # the MVAU takes a window every nf * sf cycles
+            self.swg = WideWindow(name, geom, self.lanes, simd, pad_value=0,
+                                  period=self.mvau.nf * self.mvau.sf)
+        else:
+            self.swg = SlidingWindow(name, geom, self.lanes, order="kkc", pad_value=0)
         self.conv = WidthConverter(8, simd if self.wide else self.lanes, simd)
         members: dict[str, object] = {
             "i": In(stream.Signature(8 * self.lanes)),

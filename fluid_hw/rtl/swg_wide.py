@@ -305,13 +305,15 @@ class WideWindow(Component):
         ax_zero = Signal(init=1)
         ix_pad = Signal()                  # ix starts at 0 < W
         row_end = copy & ax_last
-        # a copy in the cycle of a shift (never when registered: shift needs ~full)
+        # what a copy leaves, and a copy in the cycle of a shift (never when registered:
+        # a shift needs ~full)
+        c_cnt, c_ix, c_win = Mux(ax_last, pl, 0), Mux(ax_last, 0, ix), Mux(ax_last, pad_win, win)
         s_copy = Const(0, 1) if reg else copy
         s_end = s_copy & ax_last
-        v_cnt = Mux(s_copy, Mux(s_end, pl, 0), cnt)
-        v_ix = Mux(s_end, 0, ix)
+        v_cnt = Mux(s_copy, c_cnt, cnt)
+        v_ix = Mux(s_copy, c_ix, ix)
         v_ax = Mux(copy, Mux(row_end, 0, ax + 1), ax)
-        v_win = Mux(s_end, pad_win, win)
+        v_win = Mux(s_copy, c_win, win)
         # v_cnt + 1 == (ekw if v_ax == 0 else sw), from registers and constants
         v_full = Mux(s_copy, Mux(s_end, pl + 1 == ekw, sw == 1),
                      cnt + 1 == Mux(ax_zero, ekw, sw))
@@ -326,8 +328,7 @@ class WideWindow(Component):
                          ix.eq(v_ix + 1), full.eq(v_full),
                          ix_pad.eq(Mux(s_end, W == 1, ix >= W - 1))]
         with m.Elif(copy):
-            m.d.sync += [win.eq(Mux(ax_last, pad_win, win)), cnt.eq(Mux(ax_last, pl, 0)),
-                         ix.eq(Mux(ax_last, 0, ix)), full.eq(0),
+            m.d.sync += [win.eq(c_win), cnt.eq(c_cnt), ix.eq(c_ix), full.eq(0),
                          ix_pad.eq(~ax_last & ix_pad)]
         m.d.sync += [ax.eq(v_ax),
                      ax_last.eq(Mux(copy, Mux(row_end, OW == 1, ax == OW - 2 if OW > 1 else 1),
