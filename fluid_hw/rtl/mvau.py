@@ -22,6 +22,14 @@ tree, an int32 accumulator, then :class:`~.requant.RequantPipe`.  The datapath
 never stalls: a :class:`~.stream.CreditQueue` at the output decides when work may
 start.
 
+Clock enables: only the control pipeline, the accumulators and the memories' write
+side have them.  The datapath registers (the stage-2 weight and input copies, the
+adder tree's levels, the shared DSPs' correction bits) load every cycle, like the
+multipliers (:mod:`._dsp`, :mod:`._lutmul`): the pipeline has a fixed latency and the
+valid bits travelling beside the data say which results count.  A clock enable from
+one valid bit of the control pipeline would reach every register of a stage: about
+3,000 flip-flops at stage 2 of a PE 2 x SIMD 128 unit of 4-bit weights.
+
 Latency mode (``stream_input=True``): the first neuron fold issues synapse fold ``sf``
 of a vector as soon as its beat has been written (the later folds reuse the buffered
 vector), so the output starts about one pipeline depth after the last input beat
@@ -34,7 +42,7 @@ the accumulator, 7 stages instead of 11, 1 instead of 3 without requantisation).
 from __future__ import annotations
 
 import numpy as np
-from amaranth import Cat, Module, Mux, Signal, Value, signed
+from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -295,12 +303,10 @@ class MVAU(Component):
                 w2 = Signal(1, name=f"pe{p}_w{s}") if wb == 1 and lut[p][s] else \
                     Signal(signed(weight_lane_bits(wb)), name=f"pe{p}_w{s}")
                 x2 = Signal(signed(8), name=f"pe{p}_xs{s}")
-                # each register loads only when its stage holds data (a clock enable:
-                # free in the fabric, and idle stages cost no simulation time)
-                with m.If(v[1]):
-                    m.d.sync += w2.eq(code if len(w2) == 1 else decode_weight(code, wb))
-                xs = copy_register(m, in_rp.data.word_select(s, 8), v[1], f"pe{p}_x{s}",
-                                   self.ff_style)
+                # free-running datapath registers (module docstring, "Clock enables")
+                m.d.sync += w2.eq(code if len(w2) == 1 else decode_weight(code, wb))
+                xs = copy_register(m, in_rp.data.word_select(s, 8), Const(1, 1),
+                                   f"pe{p}_x{s}", self.ff_style)
                 m.d.comb += x2.eq(xs)
                 lanes[p].append((w2, x2))
                 if (p, s) in pairs:
@@ -368,13 +374,11 @@ class MVAU(Component):
             c, i = pending.pop(0), len(carries) - len(pending) - 1
             for d in range(sum(registered[:level])):
                 r = Signal(name=f"pe{p}_c{i}_d{d + 1}")
-                with m.If(v[4 + d]):
-                    m.d.sync += r.eq(c)
+                m.d.sync += r.eq(c)
                 c = r
             return c
 
         level = 0
-        stage = 0  # registered levels so far
         while len(prods) > 1:
             nxt = []
             for j in range(0, len(prods), 2):
@@ -385,13 +389,11 @@ class MVAU(Component):
                     total = total + c
                 if registered[level]:
                     r = Signal(signed(len(pair[0]) + 1), name=f"pe{p}_t{level}_{j // 2}")
-                    with m.If(v[4 + stage]):
-                        m.d.sync += r.eq(total)
+                    m.d.sync += r.eq(total)
                     nxt.append(r)
                 else:
                     nxt.append(total)
             prods = nxt
-            stage += registered[level]
             level += 1
         total = prods[0]
         while pending:  # the rest (at most one) into the accumulator's adder
