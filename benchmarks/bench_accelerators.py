@@ -368,8 +368,7 @@ def _bitstream_cached(build: Path, options: BenchOptions, versions: Mapping[str,
                     shutil.copyfile(cache / name, build / name)
             bd.update_report("bitstream", keys, drop=("measured_at_fmax",))
         return keys, True
-    keys = bitstream(build, board=BOARD, placer=options.placer,
-                     nextpnr_args=("--router", options.router) if options.router else (),
+    keys = bitstream(build, board=BOARD, placer=options.placer, router=options.router,
                      progress=lambda m: say(f"  {m}"), timeout_s=options.pnr_timeout_s)
     tmp = cache.with_name(cache.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)

@@ -78,6 +78,9 @@ class Family:
     #: nextpnr placer: ``static`` gave better Fmax and 2-4x shorter runs than
     #: ``heap`` on ECP5 (HARDWARE.md) and on the UP5K (docs/bitstreams.md).
     default_placer: str = "static"
+    #: nextpnr router when none is asked for: nextpnr's own default (``router1``);
+    #: ``router2`` copes better with large, congested designs (docs/accelerators.md)
+    default_router: str = "router1"
 
     def count_resources(self, cells_by_type: Mapping[str, int]) -> dict[str, int]:
         """Generic resource counts (``lut``, ``dsp``...) from Yosys' cells by type."""

@@ -285,14 +285,27 @@ def _format_args(template: Sequence[str], values: Mapping[str, Any]) -> list[str
     return out
 
 
+#: the routers nextpnr offers (``--router``)
+ROUTERS = ("router1", "router2")
+
+
+def check_router(router: str | None) -> None:
+    """Refuse a router nextpnr does not have, naming the ones it has."""
+    if router is not None and router not in ROUTERS:
+        raise FluidError(f"unknown nextpnr router {router!r}; use one of "
+                         f"{', '.join(ROUTERS)} (or none: nextpnr's default, router1)")
+
+
 def place_and_route(board: Board, build_dir: Path, netlist: Path, constraints: Path,
                     freq_mhz: float, *, seed: int = 1, placer: str | None = None,
-                    extra_args: Sequence[str] = (),
+                    router: str | None = None, extra_args: Sequence[str] = (),
                     progress: Progress = print_progress, timeout_s: float | None = None,
                     step: str = "place and route") -> tuple[PnRResult, Path, float]:
     """nextpnr with ``--freq freq_mhz`` (clocks nextpnr cannot derive from the
     constraints), ``--timing-allow-fail`` and a JSON report; returns the parsed
-    report, the placed-and-routed output (``.config``/``.asc``) and seconds."""
+    report, the placed-and-routed output (``.config``/``.asc``) and seconds.
+    ``router``: nextpnr's ``--router`` (:data:`ROUTERS`; default: nextpnr's own)."""
+    check_router(router)
     family, dev = board.family, board.device
     pnr_out = f"{netlist.stem}{family.pnr_suffix}"
     values = {"device_args": dev.nextpnr_device, "package": dev.package, "speed": dev.speed,
@@ -301,6 +314,8 @@ def place_and_route(board: Board, build_dir: Path, netlist: Path, constraints: P
               "freq": f"{freq_mhz:.6f}", "seed": seed,
               "placer": placer or family.default_placer}
     args = _format_args(family.pnr_args, values) + list(extra_args)
+    if router is not None:
+        args += ["--router", router]
     report = build_dir / "nextpnr_report.json"
     report.unlink(missing_ok=True)
     seconds = run_tool(family.pnr_tool, args, cwd=build_dir, log="nextpnr.log",
@@ -445,8 +460,8 @@ def flow_result(board: Board, build_dir: Path, synth: SynthResult, pnr: PnRResul
 def run_flow(board: str | Board, build_dir: str | Path, sources: Sequence[Path], top: str, *,
              pins: Mapping[str, Pin], clocks: Mapping[str, float], freq_mhz: float,
              requested_clock_mhz: float | None = None, pll: Mapping[str, Any] | None = None,
-             seed: int = 1, placer: str | None = None, check_resources: bool = True,
-             nextpnr_args: Sequence[str] = (),
+             seed: int = 1, placer: str | None = None, router: str | None = None,
+             check_resources: bool = True, nextpnr_args: Sequence[str] = (),
              progress: Progress = print_progress, timeout_s: float | None = None,
              extra_seconds: Mapping[str, float] | None = None) -> BitstreamResult:
     """Synthesise, check the budget, place and route, pack.
@@ -456,6 +471,7 @@ def run_flow(board: str | Board, build_dir: str | Path, sources: Sequence[Path],
     ``freq_mhz``: the target nextpnr gives every clock it cannot derive (the
     design clock behind a PLL is derived from its input's constraint).
     ``placer``: nextpnr's placer (default: the family's, ``static``);
+    ``router``: nextpnr's router (default: nextpnr's, ``router1``);
     ``nextpnr_args``: more nextpnr arguments.
     Writes ``BUILD_DIR/bitstream.json`` (see :meth:`BitstreamResult.load`).
     """
@@ -476,7 +492,7 @@ def run_flow(board: str | Board, build_dir: str | Path, sources: Sequence[Path],
 
     pnr, pnr_out, seconds["nextpnr"] = place_and_route(
         board, build_dir, synth.netlist, constraints, freq_mhz, seed=seed, placer=placer,
-        extra_args=nextpnr_args, progress=progress, timeout_s=timeout_s,
+        router=router, extra_args=nextpnr_args, progress=progress, timeout_s=timeout_s,
         step="place and route")
     bitstream, seconds[family.pack_tool] = pack(board, build_dir, pnr_out, progress=progress,
                                                 timeout_s=timeout_s, step="bitstream")
@@ -515,7 +531,8 @@ def write_board_top(top: Any, build_dir: Path, *, name: str = "board_top",
 
 
 def build_bitstream(top: Any, build_dir: str | Path, *, name: str = "board_top", seed: int = 1,
-                    placer: str | None = None, check_resources: bool = True,
+                    placer: str | None = None, router: str | None = None,
+                    check_resources: bool = True,
                     nextpnr_args: Sequence[str] = (),
                     progress: Progress = print_progress,
                     timeout_s: float | None = None) -> BitstreamResult:
@@ -536,6 +553,6 @@ def build_bitstream(top: Any, build_dir: str | Path, *, name: str = "board_top",
         clocks={top.clock_port: board.clock_mhz}, freq_mhz=top.clock_mhz,
         requested_clock_mhz=top.requested_clock_mhz,
         pll=pll.as_dict() if pll is not None else None, seed=seed, placer=placer,
-        check_resources=check_resources, nextpnr_args=nextpnr_args, progress=progress,
-        timeout_s=timeout_s, extra_seconds={"rtlil": rtlil_seconds},
+        router=router, check_resources=check_resources, nextpnr_args=nextpnr_args,
+        progress=progress, timeout_s=timeout_s, extra_seconds={"rtlil": rtlil_seconds},
     )

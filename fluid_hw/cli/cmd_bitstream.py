@@ -28,7 +28,7 @@ def _run(args: argparse.Namespace) -> int:
 
     keys = bitstream(args.build_dir, board=args.board, clock_mhz=args.clock_mhz,
                      baud=args.baud or DEFAULT_BAUD, seed=args.seed, placer=args.placer,
-                     nextpnr_args=("--router", args.router) if args.router else (),
+                     router=args.router,
                      check_resources=not args.no_budget_check, timeout_s=args.timeout,
                      stop_after=args.stop_after)
     if "bitstream" not in keys:

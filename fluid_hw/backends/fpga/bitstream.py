@@ -59,6 +59,7 @@ from ...boards.toolchain import (
     PnRResult,
     SynthResult,
     check_budget,
+    check_router,
     flow_result,
     pack,
     place_and_route,
@@ -108,6 +109,7 @@ class BitstreamOptions:
     baud: float = DEFAULT_BAUD
     seed: int = 1
     placer: str | None = None
+    router: str | None = None
     nextpnr_args: Sequence[str] = ()
     check_resources: bool = True
     progress: Progress = print_progress
@@ -245,7 +247,7 @@ def _step_place_and_route(st: BitstreamState) -> str:
     assert st.synth is not None and st.constraints is not None
     st.pnr, st.pnr_out, st.seconds["nextpnr"] = place_and_route(
         b, st.path, st.synth.netlist, st.constraints, top.clock_mhz, seed=opt.seed,
-        placer=opt.placer, extra_args=opt.nextpnr_args, progress=opt.progress,
+        placer=opt.placer, router=opt.router, extra_args=opt.nextpnr_args, progress=opt.progress,
         timeout_s=opt.timeout_s, step="place and route")
     return f"Fmax {st.pnr.fmax_mhz} MHz, timing {'met' if st.pnr.timing_met else 'NOT met'}"
 
@@ -284,6 +286,7 @@ def _step_write_report(st: BitstreamState) -> str:
     uart = top.bridge.describe()  # type: ignore[union-attr]
     keys = _report_keys(report, specs, res, st.estimate, uart, top,
                         time.monotonic() - st.t0)
+    keys["bitstream"]["pnr_options"] = _pnr_options(st.options, st.need_board())
     keys["bitstream"].update(extra)
     # a new Fmax: simulate's figures at the old one go (with a measured II, this step's
     # throughput_per_s is already measured cycles x Fmax: bitstream.ii_source)
@@ -312,16 +315,18 @@ BITSTREAM_STEPS: list[Step] = [
 
 def bitstream(build_dir: str | os.PathLike[str], *, board: str | Board | None = None,
               clock_mhz: float | None = None, baud: float = DEFAULT_BAUD, seed: int = 1,
-              placer: str | None = None, nextpnr_args: Sequence[str] = (),
-              check_resources: bool = True, progress: Progress = print_progress,
-              timeout_s: float | None = None, stop_after: str | None = None
+              placer: str | None = None, router: str | None = None,
+              nextpnr_args: Sequence[str] = (), check_resources: bool = True,
+              progress: Progress = print_progress, timeout_s: float | None = None,
+              stop_after: str | None = None
               ) -> dict[str, Any]:
     """Build the bitstream of a compiled build folder (see the module docstring);
     returns the keys merged into ``report.json`` (none when stopped before
     ``write_report``).  A build of several regions gets one bitstream holding all of
     them (:mod:`.bitstream_regions`)."""
+    check_router(router)  # before any work
     opts = BitstreamOptions(board=board, clock_mhz=clock_mhz, baud=baud, seed=seed,
-                            placer=placer, nextpnr_args=tuple(nextpnr_args),
+                            placer=placer, router=router, nextpnr_args=tuple(nextpnr_args),
                             check_resources=check_resources, progress=progress,
                             timeout_s=timeout_s)
     bd = BuildDir(build_dir)
@@ -365,6 +370,16 @@ def _compare(est: Mapping[str, int], synth: Mapping[str, int], placed: Mapping[s
     return out
 
 
+def _pnr_options(opt: BitstreamOptions, board: Board) -> dict[str, Any]:
+    """``report.json``'s ``bitstream.pnr_options``: the placer, router and seed nextpnr
+    ran with (the family's / nextpnr's defaults where none was asked for) and any
+    further arguments."""
+    fam = board.family
+    return {"placer": opt.placer or fam.default_placer,
+            "router": opt.router or fam.default_router, "seed": opt.seed,
+            "nextpnr_args": list(opt.nextpnr_args)}
+
+
 def _report_keys(rep: Mapping[str, Any], specs: Sequence[StageSpec], res: BitstreamResult,
                  est: Mapping[str, int], uart: Mapping[str, Any], top: AcceleratorBoardTop,
                  seconds: float) -> dict[str, Any]:
@@ -384,7 +399,7 @@ def _report_keys(rep: Mapping[str, Any], specs: Sequence[StageSpec], res: Bitstr
         "ii_source": "measured" if measured.get("initiation_interval") else "estimate",
         "throughput_at_clock_per_s": res.clock_mhz * 1e6 / ii if ii else None,
         "latency_at_clock_us": lat / res.clock_mhz if lat else None,
-        "estimate": dict(est), "placer": info.get("placer"),
+        "estimate": dict(est),
         "board_top": {k: v for k, v in top.describe().items() if k != "uart"},
         "total_seconds": round(seconds, 1),
         "goals": _goals(specs, keys),

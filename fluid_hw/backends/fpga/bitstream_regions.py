@@ -119,7 +119,7 @@ def region_rows(builds: Sequence[BuildFolder], per: Sequence[Mapping[str, int]]
 
 def bitstream_regions(build_dir: str | os.PathLike[str], *, board: str | Board | None = None,
                       clock_mhz: float | None = None, baud: float = DEFAULT_BAUD,
-                      seed: int = 1, placer: str | None = None,
+                      seed: int = 1, placer: str | None = None, router: str | None = None,
                       nextpnr_args: Sequence[str] = (), check_resources: bool = True,
                       progress: Progress = print_progress, timeout_s: float | None = None
                       ) -> dict[str, Any]:
@@ -130,5 +130,5 @@ def bitstream_regions(build_dir: str | os.PathLike[str], *, board: str | Board |
 
     return run_bitstream(build_dir, BitstreamOptions(
         board=board, clock_mhz=clock_mhz, baud=baud, seed=seed, placer=placer,
-        nextpnr_args=tuple(nextpnr_args), check_resources=check_resources,
+        router=router, nextpnr_args=tuple(nextpnr_args), check_resources=check_resources,
         progress=progress, timeout_s=timeout_s), regioned=True)

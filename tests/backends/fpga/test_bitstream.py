@@ -27,7 +27,7 @@ from fluid_hw.backends.fpga.steps import BuildError
 from fluid_hw.boards import ResourceBudgetError, get_board
 from fluid_hw.cli.main import main
 from fluid_hw.drivers.build_dir import BuildDir
-from fluid_hw.errors import UnknownNameError
+from fluid_hw.errors import FluidError, UnknownNameError
 from tests.backends.fpga._programs import Arch, build, random_values
 
 TINY = Arch((32,), [{"kind": "fc", "name": "fc0", "n": 16, "relu": True},
@@ -85,6 +85,10 @@ def test_stop_after_a_step_leaves_its_files_and_the_build_as_it_was(tiny, tmp_pa
     BuildDir(d).verify()
     with pytest.raises(UnknownNameError, match=r"unknown bitstream step 'synth'.*synthesis"):
         bitstream(d, board="ulx3s-25f", progress=None, stop_after="synth")
+    # a router nextpnr does not have is refused before any step, naming those it has
+    with pytest.raises(FluidError, match=r"unknown nextpnr router 'router3'.*router1, router2"):
+        bitstream(d, board="ulx3s-25f", progress=None, router="router3")
+    assert (d / "manifest.json").read_bytes() == manifest
     capsys.readouterr()
     assert main(["bitstream", str(d), "--board", "icebreaker", "--stop-after",
                  "budget_check"]) == 0
@@ -141,6 +145,8 @@ def test_ecp5_bitstream_of_a_tiny_mlp(tiny, tmp_path):
     # the router option reaches nextpnr (its log starts with the command line)
     assert "--router router2" in (out / "nextpnr.log").read_text().splitlines()[0]
     r = _check_build(out, "ecp5")
+    assert r["bitstream"]["pnr_options"] == {"placer": "static", "router": "router2",
+                                             "seed": 1, "nextpnr_args": []}
     assert r["bitstream"]["pll"]["primitive"] == "EHXPLLL"
     assert r["resources_used"]["pll"] == 1
 
@@ -152,6 +158,9 @@ def test_ice40_up5k_bitstream_of_a_tiny_mlp(tiny, tmp_path):
     assert main(["bitstream", str(out), "--board", "icebreaker"]) == 0   # 30 MHz default
     r = _check_build(out, "ice40")
     assert r["bitstream"]["clock_mhz"] == pytest.approx(30.0)
+    # no router asked for: nextpnr's default, recorded as such
+    assert "--router" not in (out / "nextpnr.log").read_text().splitlines()[0]
+    assert r["bitstream"]["pnr_options"]["router"] == "router1"
     assert r["timing_met"] is True
     # the manifest, written last, lists the bitstream step's files
     doc = BuildDir(out).verify()
