@@ -13,7 +13,8 @@ latency mode); the options override a model's defaults (docs/accelerators.md).
 
 Models (``--model``, default all): ``digits_mlp`` (64-128-64-10, int8, trained briefly
 on the digits), ``mlp_w4a4`` (the same trained MLP quantised post-training to 4-bit
-weights and activations, FINN's first/last layers at 8 bits), ``lenet5`` (28x28x1),
+weights and activations; the input and the last layer's weights and outputs at 8 bits
+as in FINN, the first layer's weights at 4 bits: :data:`W4A4_QUANT`), ``lenet5`` (28x28x1),
 ``ds_cnn`` and ``resnet8`` (MLPerf Tiny), ``jet_mlp`` (hls4ml's 16-64-32-32-5); those
 without data in the repository are randomly initialised and calibrated on random
 inputs (accuracy is not the point: bit-exactness and cycles are).
@@ -80,6 +81,7 @@ from fluid_hw.drivers.build_dir import BuildDir  # noqa: E402
 from fluid_hw.frontend import models  # noqa: E402
 from fluid_hw.hls.lower import mac_count  # noqa: E402
 from fluid_hw.passes import QuantConfig  # noqa: E402
+from fluid_hw.passes.precision import Precision  # noqa: E402
 from fluid_hw.tools import TOOLS  # noqa: E402
 
 BOARD = "ulx3s-85f"
@@ -167,6 +169,12 @@ class BenchModel:
 #: beside the DSPs; w4a4 II 32 (the fastest the 85 % budget holds)
 DIGITS_FPS = 1.3e6
 W4A4_FPS = 3.0e6
+#: the w4a4 MLP's quantisation: 4-bit weights and activations, FINN's 8-bit input and
+#: last layer, and the first layer's weights at 4 bits too (FINN keeps them at 8): its
+#: 256 int8 x int4 products then share DSPs two by two instead of filling 158 int8 LUT
+#: products.  Post-training on the 360 test digits: 96.67 %, as float (FINN's: 96.94 %)
+W4A4_QUANT = QuantConfig(weight_bits=4, activation_bits=4,
+                         overrides={"fc_0": Precision(w=4, a=4)})
 #: LeNet-5's default target at the 100 MHz target clock: 80 % of the DSP-only bound
 #: (37,453/s there), past the 70 % stretch goal
 LENET_FPS = 30_000.0
@@ -181,7 +189,7 @@ BENCH_MODELS: dict[str, BenchModel] = {m.name: m for m in (
                placer="heap"),
     BenchModel("mlp_w4a4", "digits MLP 64-128-64-10 w4a4", models.digits_mlp, (64,),
                "digits", Goal(">= 2.5 M/s (stretch 4 M/s)", min_throughput=2.5e6),
-               quant=QuantConfig(weight_bits=4, activation_bits=4), precision="w4a4",
+               quant=W4A4_QUANT, precision="w4a4",
                lut_multipliers=True, target_fps=W4A4_FPS, placer="heap"),
     # II 3,200 (83 % of the bound) with 25 LUT products beside the DSPs; the DSPs
     # alone stop at II 4,000 (67 %)

@@ -83,14 +83,15 @@ def requant_param_depth(pe: int, lanes: int, groups: int) -> int:
     return int(mod.requant_param_depth(pe, lanes, groups))  # type: ignore[union-attr]
 
 
-def product_multipliers(pe: int, simd: int, lut_mults: int = 0, weight_bits: int = 8
-                        ) -> tuple[int, int]:
+def product_multipliers(pe: int, simd: int, lut_mults: int = 0, weight_bits: int = 8,
+                        act_bits: int = 8) -> tuple[int, int]:
     """``(dsp, lut)``: hard multipliers and LUT products of a unit's ``pe x simd``
-    products, ``lut_mults`` of them in LUTs (the requantiser's not counted)."""
+    products of ``weight_bits`` weights and ``act_bits`` activation operands,
+    ``lut_mults`` of them in LUTs (the requantiser's not counted)."""
     mod = _module("fluid_hw.rtl.multipliers")
     count = getattr(mod, "mvau_multipliers", None)
     if count is not None:
-        dsp, lut = count(pe, simd, lut_mults, weight_bits)
+        dsp, lut = count(pe, simd, lut_mults, weight_bits, act_bits)
         return int(dsp), int(lut)
     return pe * simd - lut_mults, lut_mults
 

@@ -47,6 +47,7 @@ import numpy as np
 
 from fluid_hw.errors import HardwareConfigError
 from fluid_hw.rtl import BLOCK_ROM_BITS, ceil_log2, stage_lanes
+from fluid_hw.rtl.multipliers import product_bits, weight_lane_bits
 from fluid_hw.rtl.mvau import mvau_latency
 from fluid_hw.rtl.spec import ConvSpec, MaxPoolSpec, MVAUSpec, StageSpec, hwc_order
 from fluid_hw.rtl.stream import CreditQueue, fifo_latency
@@ -69,7 +70,8 @@ from .lane_costs import (
 __all__ = ["MVAUStage", "ConvStage", "MaxPoolStage", "Stage", "Resources", "StageEstimate",
            "PipelineEstimate", "estimate_stage", "stage_cost", "estimate_pipeline",
            "pipeline_resources",
-           "hwc_order", "mvau_resources", "product_resources", "REQUANT_LANE",
+           "hwc_order", "mvau_resources", "product_resources", "adder_tree_bits",
+           "REQUANT_LANE",
            "swg_resources", "memory_resources", "mvau_times",
            "window_times", "window_cycles", "MVAUConsumer", "ReduceConsumer",
            "queue_latency", "GraphTimes", "graph_times"]
@@ -182,23 +184,29 @@ REQUANT_LANE = Resources(lut=180, ff=550, dsp=2)
 BIAS_ONLY_LANE = Resources(lut=32, ff=130)
 
 
-def product_resources(pe: int, simd: int, lut_mults: int = 0, weight_bits: int = 8
-                      ) -> Resources:
-    """The multipliers of ``pe x simd`` products, ``lut_mults`` of them in LUTs
-    (:mod:`.lane_costs`): DSPs, and the LUT products' LUTs and flip-flops."""
-    dsp, lut = product_multipliers(pe, simd, lut_mults, weight_bits)
+def product_resources(pe: int, simd: int, lut_mults: int = 0, weight_bits: int = 8,
+                      act_bits: int = 8) -> Resources:
+    """The multipliers of ``pe x simd`` products (``weight_bits`` weights, ``act_bits``
+    activation operands), ``lut_mults`` of them in LUTs (:mod:`.lane_costs`): DSPs, and
+    the LUT products' LUTs and flip-flops."""
+    dsp, lut = product_multipliers(pe, simd, lut_mults, weight_bits, act_bits)
     if not lut:
         return Resources(dsp=dsp)
-    cells = lut_product_cells(weight_bits, 8)
+    cells = lut_product_cells(weight_bits, act_bits)
     if cells is None:
         raise HardwareConfigError(f"{lut} LUT multipliers asked for, but this RTL has no "
                                   "measured LUT multiplier (fluid_hw.rtl._lutmul)")
     return Resources(lut=lut * cells[0], ff=lut * cells[1], dsp=dsp)
 
 
+def adder_tree_bits(simd: int, product: int = 16) -> int:
+    """Register bits of a PE's adder tree over ``simd`` products of ``product`` bits."""
+    return sum(product + 1 + lvl for lvl in range(ceil_log2(simd)) for _ in range(simd >> lvl))
+
+
 def mvau_resources(mw: int, mh: int, pe: int, simd: int, requantize: bool, const: bool,
                    lut_mults: int = 0, weight_bits: int = 8, thresholds: bool = False,
-                   stream_input: bool = False) -> Resources:
+                   stream_input: bool = False, act_bits: int = 8) -> Resources:
     """An MVAU's resources (ECP5): its products (:func:`product_resources`), per PE its
     adder tree and weight memory, and the requantiser lanes (:func:`.lane_costs.
     requant_lanes`: shared across PE lanes where the RTL shares them), two multipliers
@@ -206,8 +214,11 @@ def mvau_resources(mw: int, mh: int, pe: int, simd: int, requantize: bool, const
     mode): one requantiser lane a PE."""
     sf, nf = mw // simd, mh // pe
     wbits = weight_bits * simd
-    tree_bits = sum(17 + lvl for lvl in range(ceil_log2(simd)) for _ in range(simd >> lvl))
-    per_pe = Resources(lut=tree_bits + 32, ff=16 * simd + 32 * simd + tree_bits + 32)
+    # stage-2 operand registers, two product registers, the tree, the accumulator
+    pbits = product_bits(weight_bits, act_bits)
+    tree = adder_tree_bits(simd, pbits)
+    operands = weight_lane_bits(weight_bits) + act_bits
+    per_pe = Resources(lut=tree + 32, ff=operands * simd + 2 * pbits * simd + tree + 32)
     total = Resources(lut=120, ff=60 + 6 * mvau_latency(simd, requantize, pe=pe, sf=sf,
                                                         thresholds=thresholds,
                                                         stream_input=stream_input))
@@ -222,7 +233,7 @@ def mvau_resources(mw: int, mh: int, pe: int, simd: int, requantize: bool, const
         Resources(lut=REQUANT_LANE.lut, ff=REQUANT_LANE.ff) if requantize else Resources()
     for _ in range(lanes):
         total = total + lane + memory_resources(depth, 54, const=const)
-    return total + product_resources(pe, simd, lut_mults, weight_bits) + \
+    return total + product_resources(pe, simd, lut_mults, weight_bits, act_bits) + \
         memory_resources(2 << ceil_log2(sf), 8 * simd, const=False)
 
 

@@ -1,7 +1,8 @@
 """Matrix-vector-activation unit (MVAU) with PE x SIMD folding.
 
 Computes ``y = requant(W @ x + bias)`` for a weight matrix ``W`` of ``mh`` rows
-(output channels) by ``mw`` columns (inputs), int8 x int8 products summed in int32.
+(output channels) by ``mw`` columns (inputs), weight x activation products (int8 x int8,
+or narrower: :mod:`.multipliers`) summed in int32.
 
 Folding: ``pe`` rows and ``simd`` columns per cycle; ``SF = mw / simd`` synapse folds,
 ``NF = mh / pe`` neuron folds, ``NF * SF`` cycles per input vector.
@@ -136,7 +137,9 @@ class MVAU(Component):
     copies of the input vector are ECP5 ``TRELLIS_FF`` primitives (see :mod:`._ff`).
     ``lut_mults``: how many of the ``pe * simd`` products are LUT multipliers (the
     highest-indexed lanes); ``weight_bits``: the width the weights are held in (1:
-    bipolar); see :mod:`.multipliers`.  ``stream_input``: latency mode (see the module
+    bipolar); ``act_bits``: the width of the activation operand (2-8: the input lanes'
+    values must lie in its two's complement range, as an upstream requantiser's rails
+    guarantee); see :mod:`.multipliers`.  ``stream_input``: latency mode (see the module
     docstring).
     """
 
@@ -146,15 +149,16 @@ class MVAU(Component):
                  relu: bool = False, requantize: bool = True, runtime: bool = False,
                  ff_style: str = "plain", clamp: Clamp | None = None,
                  thresholds: np.ndarray | None = None, lut_mults: int = 0,
-                 weight_bits: int = 8, stream_input: bool = False) -> None:
+                 weight_bits: int = 8, act_bits: int = 8, stream_input: bool = False
+                 ) -> None:
         if pe < 1 or simd < 1 or mh % pe or mw % simd:
             raise HardwareConfigError(
                 f"MVAU {name!r}: PE={pe} must divide MH={mh} and SIMD={simd} must divide "
                 f"MW={mw}")
         self.name, self.mw, self.mh, self.pe, self.simd = name, mw, mh, pe, simd
         check_ff_style(f"MVAU {name!r}", ff_style)
-        check_lane_options(f"MVAU {name!r}", pe, simd, lut_mults, weight_bits)
-        self.lut_mults, self.weight_bits = lut_mults, weight_bits
+        check_lane_options(f"MVAU {name!r}", pe, simd, lut_mults, weight_bits, act_bits)
+        self.lut_mults, self.weight_bits, self.act_bits = lut_mults, weight_bits, act_bits
         self.sf, self.nf = mw // simd, mh // pe
         self.runtime, self.ff_style = runtime, ff_style
         self.stream_input = stream_input
@@ -278,10 +282,10 @@ class MVAU(Component):
         # ---- per-PE datapath ----------------------------------------------------
         # stage 2: fabric registers after the memory reads (a private copy of the input
         # vector per PE), one register per lane; stages 3 and 4: the product, twice
-        wb = self.weight_bits
-        lut = lane_kinds(pe, simd, self.lut_mults)
-        pairs = dsp_pairs(pe, simd, self.lut_mults, wb)
-        width = product_bits(wb)
+        wb, ab = self.weight_bits, self.act_bits
+        lut = lane_kinds(pe, simd, self.lut_mults, wb, ab)
+        pairs = dsp_pairs(pe, simd, self.lut_mults, wb, ab)
+        width = product_bits(wb, ab)
         # PE p and p + 1 share a multiplier in lane s (pairs): the product is made with
         # PE p + 1's lane, and PE p's adder tree waits for it
         lanes: list[list[tuple[Signal, Signal]]] = []
@@ -302,10 +306,10 @@ class MVAU(Component):
                 # others the value to multiply
                 w2 = Signal(1, name=f"pe{p}_w{s}") if wb == 1 and lut[p][s] else \
                     Signal(signed(weight_lane_bits(wb)), name=f"pe{p}_w{s}")
-                x2 = Signal(signed(8), name=f"pe{p}_xs{s}")
+                x2 = Signal(signed(ab), name=f"pe{p}_xs{s}")
                 # free-running datapath registers (module docstring, "Clock enables")
                 m.d.sync += w2.eq(code if len(w2) == 1 else decode_weight(code, wb))
-                xs = copy_register(m, in_rp.data.word_select(s, 8), Const(1, 1),
+                xs = copy_register(m, in_rp.data.word_select(s, 8)[:ab], Const(1, 1),
                                    f"pe{p}_x{s}", self.ff_style)
                 m.d.comb += x2.eq(xs)
                 lanes[p].append((w2, x2))

@@ -348,7 +348,8 @@ class _MatrixMixin(StageSpec):
     thresholds: np.ndarray | None
     lut_mults: int
     weight_bits: int
-    #: whether the kind's unit takes ``lut_mults`` / ``weight_bits`` (the PE x SIMD
+    act_bits: int
+    #: whether the kind's unit takes ``lut_mults`` / ``weight_bits`` / ``act_bits`` (the PE x SIMD
     #: matrix units; the per-channel ones hold int8 weights in DSP lanes)
     lane_options = True
 
@@ -366,13 +367,15 @@ class _MatrixMixin(StageSpec):
         if self.mw * 127 * 128 >= 2**31:
             raise HardwareConfigError(f"stage {n!r}: MW={self.mw} can overflow the int32 "
                                       "accumulator")
-        if not self.lane_options and (self.lut_mults or self.weight_bits != 8):
-            raise HardwareConfigError(f"stage {n!r}: a {self.kind} stage has int8 weights in "
-                                      "DSP lanes (lut_mults=0, weight_bits=8), got "
-                                      f"lut_mults={self.lut_mults}, "
-                                      f"weight_bits={self.weight_bits}")
+        if not self.lane_options and (self.lut_mults or self.weight_bits != 8
+                                      or self.act_bits != 8):
+            raise HardwareConfigError(f"stage {n!r}: a {self.kind} stage has int8 weights and "
+                                      "activations in DSP lanes (lut_mults=0, weight_bits=8, "
+                                      f"act_bits=8), got lut_mults={self.lut_mults}, "
+                                      f"weight_bits={self.weight_bits}, "
+                                      f"act_bits={self.act_bits}")
         check_lane_options(f"stage {n!r}", self.pe, self.simd, self.lut_mults,
-                           self.weight_bits)
+                           self.weight_bits, self.act_bits)
         w = self.matrix()
         tag = f"stage {n!r}"
         if w is None and self.weights_mode == "const":
@@ -415,6 +418,19 @@ class _MatrixMixin(StageSpec):
     def matrix(self) -> np.ndarray | None:
         raise NotImplementedError
 
+    def _model_inputs(self, x: np.ndarray) -> np.ndarray:
+        """``x``, refused where a value lies outside the activation operand's range
+        (``act_bits``): the hardware keeps only those bits of each lane."""
+        x = np.asarray(x)
+        if self.act_bits < 8 and x.size:
+            lo, hi = -(1 << (self.act_bits - 1)), (1 << (self.act_bits - 1)) - 1
+            if x.min() < lo or x.max() > hi:
+                raise HardwareConfigError(
+                    f"stage {self.name!r}: inputs in [{x.min()}, {x.max()}] but the stage "
+                    f"multiplies {self.act_bits}-bit activations ([{lo}, {hi}]); build it "
+                    "with the act_bits of its input's range (act_operand_bits)")
+        return x
+
     def _model_weights(self, w: np.ndarray | None) -> np.ndarray:
         """``w`` (the stage's weights), which the behavioural model needs."""
         if w is None:
@@ -436,6 +452,8 @@ class _MatrixMixin(StageSpec):
             kw["lut_mults"] = self.lut_mults
         if self.weight_bits != 8:
             kw["weight_bits"] = self.weight_bits
+        if self.act_bits != 8:
+            kw["act_bits"] = self.act_bits
         if not self.runtime:
             kw["weights"] = self.matrix()
         else:
@@ -477,6 +495,8 @@ class _MatrixMixin(StageSpec):
             st["lut_mults"] = self.lut_mults
         if self.weight_bits != 8:  # narrow weights (int8 designs: no key)
             st["weight_bits"] = self.weight_bits
+        if self.act_bits != 8:  # narrow activation operands (int8 designs: no key)
+            st["act_bits"] = self.act_bits
         return st
 
     def weight_entries(self) -> list[list[int]]:
@@ -517,7 +537,7 @@ def matrix_kwargs(st: dict[str, Any], mh: int, weight_shape: tuple[int, ...]
     out = {"relu": bool(st.get("relu")), "weights_mode": mode,
             "requantize": bool(st.get("requantize", True)),
             "clamp": Clamp.from_list(st.get("clamp")), "lut_mults": int(st.get("lut_mults", 0)),
-            "weight_bits": wb, **arr}
+            "weight_bits": wb, "act_bits": int(st.get("act_bits", 8)), **arr}
     if st.get("thresholds") and mode == "const":
         out["thresholds"] = np.zeros((mh, int(st["thresholds"])), np.int64)
     return out
@@ -548,6 +568,9 @@ class _MatrixFields(_MatrixMixin):
     #: the width the weights are held in: 1-8 (1: bipolar -1 / +1); memory words of
     #: ``simd * weight_bits``, and at 4 bits or less two products per MULT18X18D
     weight_bits: int = 8
+    #: the activation operand's width, 2-8: the input values lie in its two's complement
+    #: range (an upstream requantiser's rails); narrower products and adder trees
+    act_bits: int = 8
 
 
 class _PerChannel(_MatrixFields):
@@ -640,6 +663,7 @@ class MVAUSpec(_MatrixFields):
     def model(self, x: np.ndarray) -> np.ndarray:
         from .mvau import mvau_model
 
+        x = self._model_inputs(x)
         return np.asarray(mvau_model(x, self._model_weights(self.matrix()), self.bias,
                                      self.multiplier if self.requantize else None,
                                      self.shift, self.relu, self.clamp, self.thresholds),
@@ -745,6 +769,7 @@ class ConvSpec(_WindowMixin, _MatrixFields):
         from .conv import conv2d_model
 
         c, h, w = self.in_shape
+        x = self._model_inputs(x)
         return np.stack([conv2d_model(v.reshape(h, w, c), self._model_weights(self.weights),
                                       self.geometry, self.bias,
                                       self.multiplier if self.requantize else None,

@@ -8,7 +8,14 @@ from amaranth.back import rtlil
 
 from fluid_hw.rtl import MVAUSpec
 from fluid_hw.rtl._util import HardwareConfigError, pack_lanes, unpack_lanes
-from fluid_hw.rtl.multipliers import dsp_pairs, lane_kinds, mvau_multipliers, weight_range
+from fluid_hw.rtl.multipliers import (
+    act_operand_bits,
+    dsp_pairs,
+    lane_kinds,
+    mvau_multipliers,
+    packs_two,
+    weight_range,
+)
 from fluid_hw.rtl.mvau import MVAU, mvau_model, mvau_weight_entries
 from fluid_hw.rtl.requant import requant_entries
 from fluid_hw.rtl.spec import spec_from_structure
@@ -58,6 +65,32 @@ def test_mvau_lanes_bit_exact(wb, mw, mh, pe, simd, lut):
                                   mvau_model(x, w, bias, m, n))
 
 
+ACT_CASES = [  # (weight_bits, act range, pe, simd, lut_mults)
+    (4, (0, 15), 4, 2, 0), (4, (0, 15), 4, 2, 3), (4, (0, 15), 4, 2, 8),
+    (8, (0, 15), 2, 3, 2), (4, (-8, 7), 2, 4, 1), (1, (-1, 1), 2, 4, 3),
+    (6, (0, 15), 2, 2, 1),  # 6-bit weights x 5-bit operands: two share a DSP
+]
+
+
+@pytest.mark.parametrize(("wb", "rng_", "pe", "simd", "lut"), ACT_CASES,
+                         ids=[f"w{c[0]}-a{c[1][0]}..{c[1][1]}-{c[2]}x{c[3]}-lut{c[4]}"
+                              for c in ACT_CASES])
+def test_mvau_narrow_activations_bit_exact(wb, rng_, pe, simd, lut):
+    """``act_bits``: each lane multiplies the low bits of its int8 lane (the values'
+    two's complement width), in DSP, shared-DSP and LUT lanes alike; the int32 sums
+    exact for the range's extremes against the weights' extremes."""
+    lo, hi = rng_
+    ab = act_operand_bits(lo, hi)
+    mw, mh = 4 * simd, 2 * pe
+    rng = np.random.default_rng(ab * 10 + lut)
+    w = _weights(rng, wb, (mh, mw))
+    x = rng.integers(lo, hi + 1, (5, mw))
+    x[0, :], x[1, :] = lo, hi
+    dut = MVAU("fc", mw, mh, pe, simd, weights=w, requantize=False, lut_mults=lut,
+               weight_bits=wb, act_bits=ab)
+    np.testing.assert_array_equal(_run(dut, x, seed=lut + 1), x @ w.T)
+
+
 def test_mvau_narrow_int32_outputs_are_the_exact_sums():
     """Without requantisation the accumulator itself: every int4 product and the
     shared-DSP split exact, for every weight against -128 and 127."""
@@ -89,6 +122,22 @@ def test_mvau_narrow_runtime_weights(wb):
 
 def test_lane_plan_and_cost():
     assert lane_kinds(2, 3, 4) == [[False, False, True], [True, True, True]]
+    # shared DSPs: LUT products go by pairs (PE 2 and 3 in lane 1 together), so every
+    # two of them free a DSP; a last odd PE (one DSP a product) goes first
+    assert lane_kinds(4, 2, 2, 4) == [[False, False], [False, False], [False, True],
+                                      [False, True]]
+    assert mvau_multipliers(4, 2, 2, 4).dsp == 3
+    assert lane_kinds(5, 2, 3, 4)[3:] == [[False, True], [True, True]]
+    assert mvau_multipliers(5, 2, 3, 4).dsp == 4
+    # narrow activation operands: narrower products, more of them share a DSP
+    assert [act_operand_bits(*r) for r in ((0, 15), (-8, 7), (-1, 1), (0, 127),
+                                           (-128, 127))] == [5, 4, 2, 8, 8]
+    assert not packs_two(6) and packs_two(6, 5) and not packs_two(8, 5)
+    assert mvau_multipliers(4, 2, 0, 6, 5).dsp == 4
+    with pytest.raises(HardwareConfigError, match="do not fit an int8 lane"):
+        act_operand_bits(0, 255)
+    with pytest.raises(HardwareConfigError, match="act_bits=9 must lie in 2-8"):
+        mvau_multipliers(4, 2, 0, 4, 9)
     # int8: one DSP per product that is not a LUT one
     assert mvau_multipliers(16, 8, 0, 8) == (128, 0)
     assert mvau_multipliers(16, 8, 64, 8) == (64, 64)
@@ -141,6 +190,16 @@ def test_spec_fields_round_trip_and_checks():
         MVAUSpec("fc", 6, 8, lut_mults=7, **kw)
     with pytest.raises(HardwareConfigError, match="weight_bits=9"):
         MVAUSpec("fc", 6, 8, weight_bits=9, **kw)
+    # narrow activation operands: a structure key only when narrow, and the model
+    # refuses inputs the operand cannot hold (the hardware would keep their low bits)
+    na = MVAUSpec("fc", 6, 8, act_bits=5, **kw)
+    assert na.structure()["act_bits"] == 5 and "act_bits" not in plain
+    assert spec_from_structure(na.structure()).act_bits == 5
+    np.testing.assert_array_equal(na.model(np.full((1, 6), 15)),
+                                  MVAUSpec("fc", 6, 8, **kw).model(np.full((1, 6), 15)))
+    with pytest.raises(HardwareConfigError, match=r"stage 'fc': inputs in \[0, 16\] but "
+                                                  r"the stage multiplies 5-bit"):
+        na.model(np.array([[0, 16, 1, 2, 3, 4]]))
 
 
 def test_conv_and_fc_chain_with_lane_kinds():

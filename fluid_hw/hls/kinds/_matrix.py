@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from fluid_hw.rtl import Clamp, ceil_log2
+from fluid_hw.rtl.multipliers import act_operand_bits, product_bits
 from fluid_hw.rtl.mvau import mvau_latency
 from fluid_hw.rtl.requant import PARAM_ENTRY_BITS
 from fluid_hw.rtl.stream import credit_depth
@@ -19,9 +20,16 @@ from ...ir import dtypes
 from ..lane_costs import requant_lanes, requant_param_depth
 from ..partition import LoweringError, main_output
 from ..stage_info import INT32, FixedPoint, Values, broadcast, param_value
-from ..stages import Resources, memory_resources, mvau_resources, product_resources
+from ..stages import (
+    Resources,
+    adder_tree_bits,
+    memory_resources,
+    mvau_resources,
+    product_resources,
+)
 
 __all__ = ["requant_tail", "requant_format", "threshold_format", "acc_format", "stage_clamp",
+           "stage_act_bits",
            "requant_arrays", "matrix_arrays", "window_args", "check_weights", "weight_layout",
            "fifo_storage", "tree_bits", "requant_units_of", "matrix_memories", "matrix_lut",
            "matrix_resources", "lane_memories", "lane_resources", "lane_lut", "LaneCosts"]
@@ -85,6 +93,14 @@ def stage_clamp(st: Any) -> Clamp | None:
     if st.params.get("thresholds"):
         return Clamp(f.lo, f.hi, f.kind == "bipolar")
     return f.clamp() if st.requantize else None
+
+
+def stage_act_bits(st: Any) -> int:
+    """The activation operand width of a matrix stage: the narrowest two's complement
+    width holding its input format's range (:func:`~fluid_hw.rtl.multipliers.
+    act_operand_bits`: 8 for int8, 5 for unsigned 4-bit)."""
+    f = st.in_format
+    return act_operand_bits(int(f.lo), int(f.hi))
 
 
 def threshold_format(b: Any, mt: Any, name: str) -> FixedPoint:
@@ -155,9 +171,10 @@ def fifo_storage(depth: int) -> int:
     return max(3, depth) - 1
 
 
-def tree_bits(simd: int) -> int:
-    """Register bits of a PE's adder tree."""
-    return sum(17 + lvl for lvl in range(ceil_log2(simd)) for _ in range(simd >> lvl))
+def tree_bits(simd: int, weight_bits: int = 8, act_bits: int = 8) -> int:
+    """Register bits of a PE's adder tree (its products :func:`~fluid_hw.rtl.
+    multipliers.product_bits` wide)."""
+    return adder_tree_bits(simd, product_bits(weight_bits, act_bits))
 
 
 def requant_units_of(s: Any, unit: str = "matrix") -> tuple[int, int]:
@@ -192,12 +209,13 @@ def matrix_memories(s: Any) -> list[tuple[int, int, str]]:
 def matrix_lut(s: Any, cal: Any) -> float:
     """The PEs' share of the calibrated LUT model (autofold.Calibration), and the LUT
     multipliers' (:func:`~..stages.product_resources`, as measured)."""
-    lut = cal.per_pe * s.pe + cal.per_tree_bit * s.pe * tree_bits(s.simd)
+    wb, ab = getattr(s, "weight_bits", 8), getattr(s, "act_bits", 8)
+    lut = cal.per_pe * s.pe + cal.per_tree_bit * s.pe * tree_bits(s.simd, wb, ab)
     if s.runtime:
         lut += cal.per_runtime_pe * s.pe
     lut -= getattr(cal, "per_shared_lane", 0.0) * (s.pe - requant_units_of(s)[0])
     if getattr(s, "lut_mults", 0):
-        lut += product_resources(s.pe, s.simd, s.lut_mults, s.weight_bits).lut
+        lut += product_resources(s.pe, s.simd, s.lut_mults, wb, ab).lut
     return lut
 
 
@@ -206,7 +224,8 @@ def matrix_resources(s: Any) -> Resources:
     spec's multiplier kinds (``lut_mults``, ``weight_bits``) and threshold mode."""
     return mvau_resources(s.mw, s.mh, s.pe, s.simd, s.requantize, not s.runtime,
                           getattr(s, "lut_mults", 0), getattr(s, "weight_bits", 8),
-                          s.thresholds is not None, getattr(s, "stream_input", False))
+                          s.thresholds is not None, getattr(s, "stream_input", False),
+                          getattr(s, "act_bits", 8))
 
 
 def lane_memories(s: Any, weight_depth: int) -> list[tuple[int, int, str]]:

@@ -40,6 +40,7 @@ from ._matrix import (
     matrix_lut,
     matrix_memories,
     matrix_resources,
+    stage_act_bits,
     stage_clamp,
     weight_layout,
     window_args,
@@ -74,7 +75,8 @@ def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode
     return ConvStage(st.name, st.in_shape, st.geometry["filter"][0],  # type: ignore[arg-type]
                      pe=pe, simd=simd, relu=st.relu, weights_mode=mode,
                      requantize=st.requantize, clamp=stage_clamp(st), **window_args(st),
-                     weight_bits=int(st.layout.get("weight_bits", 8)), **arrays)
+                     weight_bits=int(st.layout.get("weight_bits", 8)),
+                     act_bits=stage_act_bits(st), **arrays)
 
 
 def _cycles(s: Any, lanes: tuple[int, int]) -> int:

@@ -26,6 +26,7 @@ from ._matrix import (
     matrix_memories,
     matrix_resources,
     requant_tail,
+    stage_act_bits,
     stage_clamp,
     weight_layout,
 )
@@ -63,7 +64,8 @@ def _make_spec(st: LoweredStage, values: Values | None, pe: int, simd: int, mode
     arrays, mode = matrix_arrays(st, values, mode, lambda w: np.asarray(w).T[:, st.col_perm])
     return MVAUStage(st.name, st.mw, st.mh, pe=pe, simd=simd, relu=st.relu,
                      weights_mode=mode, requantize=st.requantize, clamp=stage_clamp(st),
-                     weight_bits=int(st.layout.get("weight_bits", 8)), **arrays)
+                     weight_bits=int(st.layout.get("weight_bits", 8)),
+                     act_bits=stage_act_bits(st), **arrays)
 
 
 def _lat(s: Any) -> int:
