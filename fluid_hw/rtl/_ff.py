@@ -44,19 +44,26 @@ def check_ff_style(owner: str, style: str) -> None:
                                   f"not {style!r}")
 
 
-def copy_register(m: Module, value: Value, enable: Value, name: str, style: str = "plain"
-                  ) -> Signal:
-    """A register loading ``value`` when ``enable``; with ``style="trellis"`` built from
-    ``TRELLIS_FF`` primitives so that synthesis keeps it as a separate copy."""
+def copy_register(m: Module, value: Value, enable: Value | None, name: str,
+                  style: str = "plain") -> Signal:
+    """A register loading ``value`` when ``enable`` (None: every cycle); with
+    ``style="trellis"`` built from ``TRELLIS_FF`` primitives so that synthesis keeps it
+    as a separate copy (without an enable: ``CEMUX="1"``, the CE pin unconnected, as
+    Yosys maps a register without one)."""
     check_ff_style(name, style)
     r = Signal(len(value), name=name)
     if style == "plain":
-        with m.If(enable):
+        if enable is None:
             m.d.sync += r.eq(value)
+        else:
+            with m.If(enable):
+                m.d.sync += r.eq(value)
         return r
+    ce: dict[str, object] = {"p_CEMUX": "1"} if enable is None else \
+        {"p_CEMUX": "CE", "i_CE": enable}
     for b in range(len(value)):
         m.submodules[f"{name}_ff{b}"] = Instance(
-            "TRELLIS_FF", p_GSR="DISABLED", p_CEMUX="CE", p_CLKMUX="CLK", p_LSRMUX="LSR",
+            "TRELLIS_FF", p_GSR="DISABLED", p_CLKMUX="CLK", p_LSRMUX="LSR",
             p_REGSET="RESET", p_SRMODE="LSR_OVER_CE", i_CLK=ClockSignal("sync"),
-            i_LSR=Const(0, 1), i_CE=enable, i_DI=value[b], o_Q=r[b])
+            i_LSR=Const(0, 1), i_DI=value[b], o_Q=r[b], **ce)
     return r

@@ -43,7 +43,7 @@ the accumulator, 7 stages instead of 11, 1 instead of 3 without requantisation).
 from __future__ import annotations
 
 import numpy as np
-from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
+from amaranth import Cat, Module, Mux, Signal, Value, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -309,7 +309,7 @@ class MVAU(Component):
                 x2 = Signal(signed(ab), name=f"pe{p}_xs{s}")
                 # free-running datapath registers (module docstring, "Clock enables")
                 m.d.sync += w2.eq(code if len(w2) == 1 else decode_weight(code, wb))
-                xs = copy_register(m, in_rp.data.word_select(s, 8)[:ab], Const(1, 1),
+                xs = copy_register(m, in_rp.data.word_select(s, 8)[:ab], None,
                                    f"pe{p}_x{s}", self.ff_style)
                 m.d.comb += x2.eq(xs)
                 lanes[p].append((w2, x2))
