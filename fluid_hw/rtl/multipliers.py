@@ -78,10 +78,10 @@ def act_operand_bits(lo: int, hi: int) -> int:
     raise HardwareConfigError(f"activations in [{lo}, {hi}] do not fit an int8 lane")
 
 
-def _check_act(act_bits: int) -> None:
+def _check_act(act_bits: int, what: str = "a matrix unit") -> None:
     if act_bits not in ACT_BITS:
-        raise HardwareConfigError(f"act_bits={act_bits}: a matrix unit multiplies "
-                                  "activation operands of 2 to 8 bits")
+        raise HardwareConfigError(f"{what}: act_bits={act_bits} must lie in 2-8 (the "
+                                  "activation operand's two's complement width)")
 
 
 def weight_range(weight_bits: int) -> tuple[int, int]:
@@ -143,9 +143,7 @@ def check_lane_options(what: str, pe: int, simd: int, lut_mults: int, weight_bit
     """``lut_mults`` within ``0 .. PE * SIMD``, ``weight_bits`` within 1-8 and
     ``act_bits`` within 2-8; the error names ``what``."""
     _check_bits(weight_bits)
-    if act_bits not in ACT_BITS:
-        raise HardwareConfigError(f"{what}: act_bits={act_bits} must lie in 2-8 (the "
-                                  "activation operand's two's complement width)")
+    _check_act(act_bits, what)
     if not 0 <= lut_mults <= pe * simd:
         raise HardwareConfigError(f"{what}: lut_mults={lut_mults} must lie in 0 .. PE*SIMD = "
                                   f"{pe * simd} (the products built in LUTs)")

@@ -136,7 +136,8 @@ class MVAU(Component):
     output being written into the output queue.  ``ff_style="trellis"``: the per-PE
     copies of the input vector are ECP5 ``TRELLIS_FF`` primitives (see :mod:`._ff`).
     ``lut_mults``: how many of the ``pe * simd`` products are LUT multipliers (the
-    highest-indexed lanes); ``weight_bits``: the width the weights are held in (1:
+    highest-indexed lanes, or pairs of them: :func:`~.multipliers.lane_kinds`);
+    ``weight_bits``: the width the weights are held in (1:
     bipolar); ``act_bits``: the width of the activation operand (2-8: the input lanes'
     values must lie in its two's complement range, as an upstream requantiser's rails
     guarantee); see :mod:`.multipliers`.  ``stream_input``: latency mode (see the module
